@@ -1,0 +1,8 @@
+// Umbrella header: everything public in kvcanary.
+#pragma once
+
+#include "kvcanary/error.h"
+#include "kvcanary/format.h"
+#include "kvcanary/hash.h"
+#include "kvcanary/ops.h"
+#include "kvcanary/tensor.h"

@@ -1,0 +1,8 @@
+// The public operations: plan, verify, write, scatter and SWA translation.
+#pragma once
+
+#include "kvcanary/context.h"
+#include "kvcanary/plan.h"
+#include "kvcanary/scatter.h"
+#include "kvcanary/verify.h"
+#include "kvcanary/write.h"

@@ -1,0 +1,117 @@
+// The plan operation (spec/kernels.md §6, §7): turns a forward's batch description into the list
+// of prefix records to verify and the per-row write ranges and chain seeds.
+//
+// Every op here validates all of its arguments (spec §11) before it writes anything and throws
+// kvcanary::Error on the first failure. Work is enqueued on `stream` (CUDA) or done before return
+// (CPU); nothing synchronises, allocates (when a scratch is supplied) or reads device values on
+// the host, so CUDA launches may be captured in a graph.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+
+#include "kvcanary/tensor.h"
+
+namespace kvcanary {
+
+// The verify plan of one launch. Entries [0, verify_num_valid) are meaningful.
+struct VerifyPlanView {
+  TensorView verify_slot_indices;        // [C] int64 canary slot to check (SWA-translated)
+  TensorView verify_expected_tokens;     // [C] int64 expected token, -1 = do not check
+  TensorView verify_expected_positions;  // [C] int64 expected position
+  TensorView verify_prev_slot_indices;   // [C] int64 predecessor; -1 head, 0 unreachable
+  TensorView verify_num_valid;           // [1] int32 active entries (clamped to C)
+  TensorView enable;                     // [1] int32 0 = plan overflowed, verify does nothing
+};
+
+// The write plan of one launch: row r writes flat tokens [write_offsets[r], write_offsets[r+1]).
+struct WritePlanView {
+  TensorView write_offsets;            // [R+1] int64 exclusive prefix sum of write counts
+  TensorView write_seed_slot_indices;  // [R] int64 chain seed slot per row, -1 = anchor
+  TensorView write_num_valid_reqs;     // [1] int32 rows the write op processes
+};
+
+// Bytes of the plan arrays for a capacity. Throw V11/V12 (W13/W14) for a capacity <= 0 or one
+// above the int32 device counts.
+int64_t VerifyPlanAllocationBytes(int64_t verify_capacity);
+int64_t WritePlanAllocationBytes(int64_t write_req_capacity);
+
+// launch_canary_plan_kernels: both stages in one call (spec §7.2).
+struct PlanArgs {
+  VerifyPlanView verify_plan_out;
+  WritePlanView write_plan_out;
+  TensorView req_pool_indices;  // [bs] int64 req_to_token row per batch row; 0 = padding
+  TensorView prefix_lens;       // [bs] int64 tokens already in KV
+  TensorView extend_seq_lens;   // [bs] int64 tokens this forward writes
+  // [rows, width] int32 full-pool slot per (row, position). The C++ API accepts any view with
+  // unit inner stride and row stride >= width (a slice of a wider table; spec D10).
+  TensorView req_to_token;
+  int64_t swa_window_size = 0;           // W > 0: verify only the last W prefix positions
+  TensorView full_to_swa_index_mapping;  // [lut_len] int64 or absent; required when W > 0
+  int64_t verify_capacity = 0;           // must equal len(verify_plan_out.verify_slot_indices)
+  TensorView req_to_verify_expected_tokens;             // [pool_rows, pool_width] int32 or absent
+  TensorView req_to_verify_expected_tokens_valid_lens;  // [bs] int64; required with the pool
+  int64_t kv_token_id_vs_position_offset = 0;  // 0 target, +1 EAGLE draft
+  TensorView verify_offsets_scratch;           // [>= bs+1] int64 workspace, optional
+  // An engine that keeps the table as pointer + pitch passes its pitch here; it must equal
+  // req_to_token.stride(0) (O18), which catches a hard-coded pitch after the table became a view.
+  std::optional<int64_t> req_to_token_stride0;
+  // The Python launchers keep SGLang's contiguity check on req_to_token (O1).
+  bool require_contiguous_req_to_token = false;
+};
+void Plan(const PlanArgs& args, StreamHandle stream = nullptr);
+
+// launch_plan_offsets_kernel: the first stage alone (spec §7.4). Keeps SGLang's bs <= 4096 and
+// scratch length >= 4097 limits.
+struct PlanOffsetsArgs {
+  TensorView req_pool_indices;               // [bs] int64
+  TensorView prefix_lens;                    // [bs] int64
+  TensorView extend_seq_lens;                // [bs] int64
+  TensorView req_to_token;                   // [rows, width] int32
+  TensorView full_to_swa_index_mapping;      // [lut_len] int64 or absent
+  TensorView out_verify_offsets_scratch;     // [>= 4097] int64 exclusive prefix sum of verify lens
+  TensorView out_write_offsets;              // [R+1] int64
+  TensorView out_write_seed_slot_indices;    // [R] int64
+  TensorView out_verify_num_valid;           // [1] int32
+  TensorView out_verify_enable;              // [1] int32
+  TensorView out_write_num_valid_reqs;       // [1] int32
+  int64_t swa_window_size = 0;
+  int64_t verify_capacity = 0;
+  // SGLang's raw ABI passes these scalars beside the tensors; absent = derived from the tensors
+  // (has_swa_lut is always derived: it is whether full_to_swa_index_mapping is given, so O9 cannot
+  // arise in this API).
+  std::optional<int64_t> req_to_token_stride0;
+  std::optional<int64_t> lut_len;
+  bool require_contiguous_req_to_token = false;
+};
+void PlanOffsets(const PlanOffsetsArgs& args, StreamHandle stream = nullptr);
+
+// launch_plan_entries_kernel: the second stage alone (spec §7.4).
+struct PlanEntriesArgs {
+  TensorView req_pool_indices;                          // [bs] int64
+  TensorView prefix_lens;                               // [bs] int64
+  TensorView req_to_token;                              // [rows, width] int32
+  TensorView full_to_swa_index_mapping;                 // [lut_len] int64 or absent
+  TensorView verify_offsets_scratch;                    // [>= bs+1] int64 from PlanOffsets
+  TensorView verify_enable;                             // [1] int32
+  TensorView req_to_verify_expected_tokens;             // [pool_rows, pool_width] int32 or absent
+  TensorView req_to_verify_expected_tokens_valid_lens;  // [bs] int64
+  TensorView out_verify_slot_indices;                   // [C] int64
+  TensorView out_verify_expected_tokens;                // [C] int64
+  TensorView out_verify_expected_positions;             // [C] int64
+  TensorView out_verify_prev_slot_indices;              // [C] int64
+  int64_t kv_token_id_vs_position_offset = 0;
+  int64_t swa_window_size = 0;
+  bool require_contiguous_req_to_token = false;
+};
+void PlanEntries(const PlanEntriesArgs& args, StreamHandle stream = nullptr);
+
+// launch_swa_translate_kernel: out[i] = tr(in[i]) (spec §7.3); in place allowed.
+struct SwaTranslateArgs {
+  TensorView slot_indices;               // [n] int64
+  TensorView full_to_swa_index_mapping;  // [lut_len >= 1] int64
+  TensorView out_slot_indices;           // [n] int64
+};
+void SwaTranslate(const SwaTranslateArgs& args, StreamHandle stream = nullptr);
+
+}  // namespace kvcanary

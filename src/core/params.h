@@ -1,0 +1,201 @@
+// Plain parameter structs the ops layer hands to a backend: raw pointers, sizes and strides,
+// already validated. The CPU loops and the CUDA kernels take the same structs, so the two backends
+// see one description of each launch. Nothing here owns memory.
+#pragma once
+
+#include <cstdint>
+
+#include "kvcanary/format.h"
+
+namespace kvcanary {
+
+// One real-KV source as a byte matrix.
+struct RealKvSourceParams {
+  // [rows, row_stride_bytes] uint8, 16-byte aligned rows
+  const uint8_t* data = nullptr;
+  int64_t rows = 0;
+  int64_t row_stride_bytes = 0;
+  int64_t page_size = 1;
+  int64_t num_bytes_per_token = 0;
+  int64_t fold_bytes = 0;  // 16 in PARTIAL, read_bytes in ALL; a multiple of 16
+};
+
+// The sources of one launch; num_sources is 0 when the mode is NONE.
+struct RealKvParams {
+  RealKvSourceParams sources[kMaxRealKvSources];
+  int32_t num_sources = 0;
+};
+
+// What verify and write share: records, ring, counters, sources.
+struct LaunchParams {
+  // [num_slots, slot_stride_bytes] uint8 records
+  uint8_t* canary = nullptr;
+  int64_t num_slots = 0;
+  int64_t slot_stride_bytes = 0;
+  int64_t kernel_kind = 0;
+  // [ring_capacity, 8] int64 violation rows
+  int64_t* ring = nullptr;
+  int64_t ring_capacity = 0;
+  // [1] int32 violations ever recorded
+  int32_t* write_index = nullptr;
+  // [1] int64 entries processed
+  int64_t* slot_run_counter = nullptr;
+  // [1] int64 launches
+  int64_t* kernel_run_counter = nullptr;
+  RealKvParams real_kv;
+};
+
+struct VerifyParams {
+  LaunchParams launch;
+  // [capacity] int64 each
+  const int64_t* slot_indices = nullptr;
+  const int64_t* expected_tokens = nullptr;
+  const int64_t* expected_positions = nullptr;
+  const int64_t* prev_slot_indices = nullptr;
+  // [1] int32 each
+  const int32_t* num_valid = nullptr;
+  const int32_t* enable = nullptr;
+  int64_t capacity = 0;
+  bool check_token = false;
+};
+
+struct WriteParams {
+  LaunchParams launch;
+  // [capacity + 1] int64
+  const int64_t* offsets = nullptr;
+  // [capacity] int64
+  const int64_t* seeds = nullptr;
+  // [1] int32
+  const int32_t* num_valid_reqs = nullptr;
+  int64_t capacity = 0;
+  // [num_tokens] int64 each
+  const int64_t* input_ids = nullptr;
+  const int64_t* positions = nullptr;
+  const int64_t* out_cache_loc = nullptr;
+  int64_t num_tokens = 0;
+  bool input_assert = false;
+  // [num_tokens] int64 each; only when input_assert
+  const int64_t* expected_tokens = nullptr;
+  const int64_t* expected_positions = nullptr;
+  // [1] int32 chain-position assert flag
+  const int32_t* enable_chain_position_assert = nullptr;
+};
+
+// req_to_token read through its row stride (spec D10); unit inner stride.
+struct ReqToTokenParams {
+  // [rows, row_stride] int32
+  const int32_t* data = nullptr;
+  int64_t rows = 0;
+  int64_t width = 0;
+  int64_t row_stride = 0;
+};
+
+// The full -> SWA slot table; len 0 means "no table" (identity).
+struct SwaLutParams {
+  // [len] int64
+  const int64_t* data = nullptr;
+  int64_t len = 0;
+};
+
+// The expected-token pool; data == nullptr means "no pool" (every expected token is -1).
+struct TokenPoolParams {
+  // [rows, row_stride] int32
+  const int32_t* data = nullptr;
+  int64_t rows = 0;
+  int64_t width = 0;
+  int64_t row_stride = 0;
+  // [bs] int64 valid length per batch row
+  const int64_t* valid_lens = nullptr;
+  int64_t position_offset = 0;
+};
+
+// The batch description both plan stages read.
+struct PlanInputParams {
+  // [bs] int64 each (extend_seq_lens unused by the entries stage)
+  const int64_t* req_pool_indices = nullptr;
+  const int64_t* prefix_lens = nullptr;
+  const int64_t* extend_seq_lens = nullptr;
+  int64_t bs = 0;
+  int64_t swa_window_size = 0;
+  ReqToTokenParams req_to_token;
+  SwaLutParams lut;
+  TokenPoolParams pool;
+};
+
+struct VerifyPlanOutParams {
+  // [capacity] int64 each
+  int64_t* slot_indices = nullptr;
+  int64_t* expected_tokens = nullptr;
+  int64_t* expected_positions = nullptr;
+  int64_t* prev_slot_indices = nullptr;
+  // [1] int32 each (unused by the entries stage)
+  int32_t* num_valid = nullptr;
+  int32_t* enable = nullptr;
+  int64_t capacity = 0;
+};
+
+struct WritePlanOutParams {
+  // [offsets_len] int64
+  int64_t* offsets = nullptr;
+  int64_t offsets_len = 0;
+  // [>= bs] int64
+  int64_t* seeds = nullptr;
+  // [1] int32
+  int32_t* num_valid_reqs = nullptr;
+};
+
+// The fused plan. scratch: [>= bs + 1] int64 workspace, or nullptr (the backend provides one).
+struct PlanParams {
+  PlanInputParams in;
+  VerifyPlanOutParams verify;
+  WritePlanOutParams write;
+  int64_t* scratch = nullptr;
+};
+
+// Stage 1. scratch: [>= bs + 1] int64 exclusive prefix sum of verify lengths (an output).
+struct PlanOffsetsParams {
+  PlanInputParams in;
+  int64_t* scratch = nullptr;
+  int32_t* verify_num_valid = nullptr;
+  int32_t* verify_enable = nullptr;
+  int64_t verify_capacity = 0;
+  WritePlanOutParams write;
+};
+
+// Stage 2. scratch: [>= bs + 1] int64 from stage 1; enable: [1] int32.
+struct PlanEntriesParams {
+  PlanInputParams in;
+  const int64_t* scratch = nullptr;
+  const int32_t* enable = nullptr;
+  VerifyPlanOutParams verify;
+};
+
+struct ScatterParams {
+  // [total] int64, element stride flat_stride
+  const int64_t* flat_in = nullptr;
+  int64_t total = 0;
+  int64_t flat_stride = 1;
+  // [bs + 1] int64
+  const int64_t* offsets = nullptr;
+  int64_t offsets_stride = 1;
+  // [bs] int64
+  const int64_t* req_pool_indices = nullptr;
+  int64_t req_pool_indices_stride = 1;
+  int64_t bs = 0;
+  // [pool_rows, pool_width] int32 with strides (pool_stride0, pool_stride1)
+  int32_t* pool = nullptr;
+  int64_t pool_rows = 0;
+  int64_t pool_width = 0;
+  int64_t pool_stride0 = 0;
+  int64_t pool_stride1 = 1;
+};
+
+struct SwaTranslateParams {
+  // [n] int64 each; may alias
+  const int64_t* in = nullptr;
+  int64_t* out = nullptr;
+  int64_t n = 0;
+  SwaLutParams lut;
+};
+
+}  // namespace kvcanary

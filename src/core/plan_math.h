@@ -1,0 +1,82 @@
+// Per-row arithmetic of the plan operation (spec/kernels.md §7.2, §7.3), shared by both backends.
+// Index arithmetic wraps (two's complement): only invalid inputs reach the wrap, and wrapping keeps
+// it defined. Every read is clamped (D3, D4, D7), so no input can read out of bounds.
+#pragma once
+
+#include <cstdint>
+
+#include "core/params.h"
+#include "core/wrap.h"
+#include "kvcanary/hash.h"
+
+namespace kvcanary {
+
+// rt(row, col) with row and column clamped. An empty table reads as slot 0 (skipped by verify).
+KVC_HOST_DEVICE int64_t ReadReqToToken(const ReqToTokenParams& table, int64_t row, int64_t col) {
+  if (table.rows <= 0 || table.width <= 0) return 0;
+  return table.data[ClampIndex(row, table.rows) * table.row_stride + ClampIndex(col, table.width)];
+}
+
+// tr(x): negative values pass through; an index past the table clamps to its last entry (D3).
+KVC_HOST_DEVICE int64_t TranslateSlot(const SwaLutParams& lut, int64_t slot) {
+  if (lut.len <= 0 || slot < 0) return slot;
+  return lut.data[slot < lut.len ? slot : lut.len - 1];
+}
+
+// The first verified position: max(p - W, 0) for an SWA group, 0 otherwise.
+KVC_HOST_DEVICE int64_t WindowStart(int64_t prefix_len, int64_t window) {
+  if (window <= 0) return 0;
+  const int64_t start = WrapSub(prefix_len, window);
+  return start > 0 ? start : 0;
+}
+
+// What one batch row contributes to the plan.
+struct RowPlan {
+  int64_t req_pool_index = 0;
+  int64_t window_start = 0;
+  int64_t verify_len = 0;
+  int64_t write_len = 0;
+  int64_t seed_slot = -1;
+};
+
+KVC_HOST_DEVICE RowPlan PlanRow(const PlanInputParams& in, int64_t r) {
+  RowPlan row;
+  row.req_pool_index = in.req_pool_indices[r];
+  if (row.req_pool_index == kReqPoolIdxPadding) return row;
+  const int64_t prefix_len = in.prefix_lens[r];
+  row.window_start = WindowStart(prefix_len, in.swa_window_size);
+  const int64_t verify_len = WrapSub(prefix_len, row.window_start);
+  row.verify_len = verify_len > 0 ? verify_len : 0;
+  if (in.extend_seq_lens != nullptr) {
+    const int64_t extend_len = in.extend_seq_lens[r];
+    row.write_len = extend_len > 0 ? extend_len : 0;
+  }
+  if (prefix_len > 0 && row.write_len > 0) {
+    row.seed_slot = TranslateSlot(
+        in.lut, ReadReqToToken(in.req_to_token, row.req_pool_index, WrapSub(prefix_len, 1)));
+  }
+  return row;
+}
+
+// The expected token of (batch row r, position): -1 without a pool or outside its valid range.
+KVC_HOST_DEVICE int64_t ExpectedToken(const TokenPoolParams& pool, int64_t r, int64_t rp,
+                                      int64_t position) {
+  if (pool.data == nullptr) return -1;
+  const int64_t q = WrapAdd(position, pool.position_offset);
+  if (q < 0 || q >= pool.valid_lens[r] || q >= pool.width || rp < 0 || rp >= pool.rows) return -1;
+  return pool.data[rp * pool.row_stride + q];
+}
+
+// Stores the verify entry of (batch row r, position) at index `entry`.
+KVC_HOST_DEVICE void StoreVerifyEntry(const PlanInputParams& in, const VerifyPlanOutParams& out,
+                                      int64_t entry, int64_t r, int64_t rp, int64_t position) {
+  out.slot_indices[entry] = TranslateSlot(in.lut, ReadReqToToken(in.req_to_token, rp, position));
+  out.prev_slot_indices[entry] =
+      position > 0
+          ? TranslateSlot(in.lut, ReadReqToToken(in.req_to_token, rp, WrapSub(position, 1)))
+          : -1;
+  out.expected_positions[entry] = position;
+  out.expected_tokens[entry] = ExpectedToken(in.pool, r, rp, position);
+}
+
+}  // namespace kvcanary

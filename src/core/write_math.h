@@ -1,0 +1,88 @@
+// The per-row chain of the write operation (spec/kernels.md §9), shared by both backends. Only the
+// running hash is serial; a backend may compute the real-KV fingerprints of a row's tokens in
+// parallel and feed them to WriteToken in order.
+#pragma once
+
+#include <cstdint>
+
+#include "core/params.h"
+#include "core/record.h"
+#include "core/wrap.h"
+#include "kvcanary/hash.h"
+
+namespace kvcanary {
+
+// The flat token range [begin, end) of row r, clamped to the forward's tokens (D7).
+struct TokenRange {
+  int64_t begin = 0;
+  int64_t end = 0;
+};
+
+KVC_HOST_DEVICE TokenRange RowTokenRange(const WriteParams& p, int64_t r) {
+  return TokenRange{ClampCount(p.offsets[r], p.num_tokens), ClampCount(p.offsets[r + 1], p.num_tokens)};
+}
+
+// The state a row's chain carries from token to token.
+struct ChainState {
+  uint64_t running = 0;       // R: what the next written record stores as prev_hash
+  bool chain_assert = false;  // seeded row with the chain-position assert on
+  int64_t last_position = 0;  // position of the last record in the chain
+};
+
+// Reads row r's seed: call for every row before any record is written.
+KVC_HOST_DEVICE ChainState LoadChainSeed(const WriteParams& p, int64_t r) {
+  ChainState state;
+  const int64_t seed = p.seeds[r];
+  const bool has_seed = seed >= 0 && seed < p.launch.num_slots;  // seed >= N acts as -1 (D7)
+  if (!has_seed) {
+    state.running = ChainHeadHash();
+    return state;
+  }
+  const Record seed_record = LoadRecord(p.launch.canary + seed * p.launch.slot_stride_bytes);
+  state.running = RecordHash(seed_record);
+  state.chain_assert = p.enable_chain_position_assert[0] != 0;
+  state.last_position = state.chain_assert ? seed_record.position : 0;
+  return state;
+}
+
+// True when token i is written (its slot lies in [0, N)).
+KVC_HOST_DEVICE bool IsWrittenToken(const WriteParams& p, int64_t i) {
+  const int64_t slot = p.out_cache_loc[i];
+  return slot >= 0 && slot < p.launch.num_slots;
+}
+
+// Writes the record of token i (REQUIRES IsWrittenToken) with fingerprint real_kv_hash, reports
+// assert violations through record_violation(const ViolationRow&) in spec order, and advances
+// the chain on the actual token and position.
+template <typename RecordViolation>
+KVC_HOST_DEVICE void WriteToken(const WriteParams& p, int64_t i, uint64_t real_kv_hash,
+                                ChainState* state, RecordViolation&& record_violation) {
+  const int64_t slot = p.out_cache_loc[i];
+  const int64_t token = p.input_ids[i];
+  const int64_t position = p.positions[i];
+  const int64_t stored_chain = ToSigned(state->running);
+  if (p.input_assert) {
+    const int64_t expected_token = p.expected_tokens[i];
+    const int64_t expected_position = p.expected_positions[i];
+    const int64_t bits = (token != expected_token ? FailReason::kWriteTokenMismatch : 0) |
+                         (position != expected_position ? FailReason::kWritePositionMismatch : 0);
+    if (bits != 0) {
+      record_violation(ViolationRow{p.launch.kernel_kind, slot, position, token, expected_token,
+                                    stored_chain, expected_position, bits});
+    }
+  }
+  if (state->chain_assert) {
+    const int64_t expected_position = WrapAdd(state->last_position, 1);
+    if (position != expected_position) {
+      record_violation(ViolationRow{p.launch.kernel_kind, slot, position, token, token,
+                                    stored_chain, expected_position,
+                                    FailReason::kWritePositionMismatch});
+    }
+    state->last_position = position;
+  }
+  StoreRecord(p.launch.canary + slot * p.launch.slot_stride_bytes,
+              Record{token, position, stored_chain, ToSigned(real_kv_hash)});
+  state->running = ChainStep(state->running, token, position);
+}
+
+}  // namespace kvcanary

@@ -1,0 +1,19 @@
+// The CPU backend: the reference implementation of every op. Each function runs the loop that
+// spec/kernels.md gives for its op, on validated parameters, and returns when done. Parallel only
+// where the result cannot change: violation rows are recorded in the documented order.
+#pragma once
+
+#include "core/params.h"
+
+namespace kvcanary::cpu {
+
+void Plan(const PlanParams& params);
+void PlanOffsets(const PlanOffsetsParams& params);
+// Throws kvcanary::Error when scratch[bs] exceeds the capacity with enable set (spec §7.4).
+void PlanEntries(const PlanEntriesParams& params);
+void SwaTranslate(const SwaTranslateParams& params);
+void Verify(const VerifyParams& params);
+void Write(const WriteParams& params);
+void Scatter(const ScatterParams& params);
+
+}  // namespace kvcanary::cpu

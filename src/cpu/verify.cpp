@@ -1,0 +1,31 @@
+// CPU reference of the verify operation (spec/kernels.md §8). Entries are checked in parallel
+// chunks; each chunk keeps its rows and the rows are recorded in entry order afterwards.
+#include <vector>
+
+#include "core/verify_math.h"
+#include "cpu/backend.h"
+#include "cpu/parallel.h"
+#include "cpu/ring.h"
+#include "core/wrap.h"
+
+namespace kvcanary::cpu {
+
+void Verify(const VerifyParams& params) {
+  const LaunchParams& launch = params.launch;
+  *launch.kernel_run_counter = WrapAdd(*launch.kernel_run_counter, 1);
+  if (*params.enable == 0) return;
+  const int64_t n = ClampCount(*params.num_valid, params.capacity);  // D2
+  *launch.slot_run_counter = WrapAdd(*launch.slot_run_counter, n);
+
+  const int chunks = ChunkCount(n);
+  std::vector<std::vector<ViolationRow>> found(chunks);
+  ForEachChunk(n, chunks, [&](int chunk, int64_t begin, int64_t end) {
+    for (int64_t e = begin; e < end; ++e) {
+      ViolationRow row;
+      if (CheckVerifyEntry(params, e, &row) != 0) found[chunk].push_back(row);
+    }
+  });
+  for (const std::vector<ViolationRow>& rows : found) RecordViolations(launch, rows);
+}
+
+}  // namespace kvcanary::cpu

@@ -1,0 +1,49 @@
+// CPU reference of the write operation (spec/kernels.md §9). Every seed is read before any record
+// is written; the real-KV fingerprints (independent per token) are computed in parallel; each
+// row's chain then runs serially, recording rows in row, then token, order.
+#include <vector>
+
+#include "core/real_kv.h"
+#include "core/write_math.h"
+#include "cpu/backend.h"
+#include "cpu/parallel.h"
+#include "cpu/ring.h"
+#include "core/wrap.h"
+
+namespace kvcanary::cpu {
+
+void Write(const WriteParams& params) {
+  const LaunchParams& launch = params.launch;
+  *launch.kernel_run_counter = WrapAdd(*launch.kernel_run_counter, 1);
+  const int64_t num_rows = ClampCount(*params.num_valid_reqs, params.capacity);  // D2
+
+  std::vector<ChainState> chains(num_rows);
+  for (int64_t r = 0; r < num_rows; ++r) chains[r] = LoadChainSeed(params, r);
+
+  std::vector<uint64_t> real_kv_hashes;
+  if (launch.real_kv.num_sources > 0) {
+    real_kv_hashes.assign(params.num_tokens, 0);
+    ForEachChunk(params.num_tokens, ChunkCount(params.num_tokens),
+                 [&](int, int64_t begin, int64_t end) {
+                   for (int64_t i = begin; i < end; ++i) {
+                     if (IsWrittenToken(params, i)) {
+                       real_kv_hashes[i] = RealKvFingerprint(launch.real_kv, params.out_cache_loc[i]);
+                     }
+                   }
+                 });
+  }
+
+  int64_t written = 0;
+  auto record = [&](const ViolationRow& row) { RecordViolation(launch, row); };
+  for (int64_t r = 0; r < num_rows; ++r) {
+    const TokenRange range = RowTokenRange(params, r);
+    for (int64_t i = range.begin; i < range.end; ++i) {
+      if (!IsWrittenToken(params, i)) continue;  // skipped: the chain does not advance
+      ++written;
+      WriteToken(params, i, real_kv_hashes.empty() ? 0 : real_kv_hashes[i], &chains[r], record);
+    }
+  }
+  *launch.slot_run_counter = WrapAdd(*launch.slot_run_counter, written);
+}
+
+}  // namespace kvcanary::cpu

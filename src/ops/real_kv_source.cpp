@@ -1,0 +1,99 @@
+// RealKvSource construction (rows R1-R7 of spec/kernels.md §11) and the two host-side hash
+// helpers of the Python API (real_kv_hash, compute_slot_hash).
+#include <cstdint>
+
+#include "core/real_kv.h"
+#include "core/record.h"
+#include "kvcanary/context.h"
+#include "kvcanary/error.h"
+#include "ops/check.h"
+#include "ops/launch_context.h"
+
+namespace kvcanary {
+
+void ValidateRealKvSource(const RealKvSource& source) {
+  const TensorView& t = source.tensor;
+  check::Present(t, "RealKvSource.tensor");
+  const int64_t nb = source.num_bytes_per_token;
+  if (source.page_size < 1) {
+    ThrowError("kv-canary: RealKvSource.page_size must be >= 1, got ", source.page_size);
+  }
+  if (nb <= 0 || nb % kRealKvBlockBytes != 0) {
+    ThrowError("kv-canary: RealKvSource.num_bytes_per_token must be a positive multiple of 16, got ",
+               nb);
+  }
+  if (source.read_bytes <= 0 || source.read_bytes > nb ||
+      source.read_bytes % kRealKvBlockBytes != 0) {
+    ThrowError("kv-canary: RealKvSource.read_bytes must be a positive multiple of 16 in "
+               "(0, num_bytes_per_token=",
+               nb, "], got ", source.read_bytes);
+  }
+  if (t.ndim() < 2) {
+    ThrowError("kv-canary: RealKvSource.tensor must be at least 2-D, got shape ", t.ShapeString());
+  }
+  const int64_t itemsize = ItemSize(t.dtype());
+  const int64_t row_stride_bytes = t.stride(0) * itemsize;
+  if (row_stride_bytes % kRealKvBlockBytes != 0) {
+    ThrowError("kv-canary: RealKvSource.tensor row stride must be a multiple of 16 bytes, got ",
+               row_stride_bytes, " bytes (shape=", t.ShapeString(), ", strides=",
+               t.StridesString(), ", dtype=", DTypeName(t.dtype()), ")");
+  }
+  const int64_t dim1_bytes = t.size(1) * itemsize;
+  if (dim1_bytes < source.page_size * nb) {
+    ThrowError("kv-canary: RealKvSource row is too narrow for its slot layout: dim-1 is ",
+               dim1_bytes, " bytes but page_size=", source.page_size, " x num_bytes_per_token=", nb,
+               " needs ", source.page_size * nb);
+  }
+  const auto address = reinterpret_cast<uintptr_t>(t.data());
+  if (address % kRealKvBlockBytes != 0) {
+    ThrowError("kv-canary: RealKvSource.tensor data pointer must be 16-byte aligned, got 0x",
+               std::hex, address);
+  }
+}
+
+RealKvSource MakeRealKvSource(const TensorView& tensor, int64_t page_size,
+                              int64_t num_bytes_per_token, int64_t read_bytes) {
+  RealKvSource source{tensor, page_size, num_bytes_per_token, read_bytes};
+  ValidateRealKvSource(source);
+  return source;
+}
+
+uint64_t RealKvHash(const RealKvSource* sources, int num_sources, int32_t real_kv_hash_mode,
+                    int64_t slot) {
+  LaunchContext context;
+  context.num_real_kv_sources = num_sources;
+  context.real_kv_hash_mode = real_kv_hash_mode;
+  CheckSourceCountLimit(context);
+  CheckSourceCountRange(context, "real_kv_hash");
+  for (int i = 0; i < num_sources; ++i) context.real_kv_sources[i] = sources[i];
+  CheckSourceLayouts(context);
+  CheckRealKvHashMode(context);
+  for (int i = 0; i < num_sources; ++i) {
+    if (sources[i].tensor.device().type != DeviceType::kCPU) {
+      ThrowError("kv-canary: real_kv_hash reads CPU tensors only, got real_kv_sources[", i,
+                 "].tensor on ", sources[i].tensor.device().ToString());
+    }
+  }
+  if (slot < 0) ThrowError("kv-canary: real_kv_hash slot_idx must be >= 0, got ", slot);
+  return RealKvFingerprint(LaunchParamsOf(context).real_kv, slot);
+}
+
+uint64_t ComputeSlotHash(const TensorView& canary_buf, int64_t slot) {
+  LaunchContext context;
+  context.canary_buf = canary_buf;
+  check::Present(canary_buf, "canary_buf");
+  check::Contiguous(canary_buf, "canary_buf");
+  CheckCanaryBuf(context, "compute_slot_hash");
+  if (canary_buf.device().type != DeviceType::kCPU) {
+    ThrowError("kv-canary: compute_slot_hash reads CPU tensors only, got canary_buf on ",
+               canary_buf.device().ToString());
+  }
+  if (slot < 0) return ChainHeadHash();
+  if (slot >= canary_buf.size(0)) {
+    ThrowError("kv-canary: compute_slot_hash slot_idx must be < ", canary_buf.size(0), ", got ",
+               slot);
+  }
+  return RecordHash(LoadRecord(canary_buf.data_as<const uint8_t>() + slot * canary_buf.size(1)));
+}
+
+}  // namespace kvcanary

@@ -1,0 +1,86 @@
+// launch_scatter_req_token_ids_kernel: validation (spec/kernels.md §11, rows S1-S4) and dispatch.
+#include "kvcanary/scatter.h"
+
+#include "cpu/backend.h"
+#include "kvcanary/error.h"
+#include "ops/check.h"
+#include "ops/dispatch.h"
+
+#if defined(KVC_HAVE_CUDA)
+#include "cuda/backend.h"
+#endif
+
+namespace kvcanary {
+namespace {
+
+constexpr const char* kPrefix = "kv-canary: scatter_req_token_ids ";
+
+void CheckRank(const TensorView& t, int rank, const char* name) {
+  if (t.ndim() != rank) {
+    ThrowError(kPrefix, name, " must be ", rank, "-D, got shape ", t.ShapeString());
+  }
+}
+
+void CheckDType(const TensorView& t, DType dtype, const char* name, const char* dtype_word) {
+  if (t.dtype() != dtype) ThrowTypeError(kPrefix, name, " must be ", dtype_word, ", got ",
+                                         DTypeName(t.dtype()));
+}
+
+void Validate(const ScatterArgs& a) {
+  check::AllPresent({{&a.flat_in, "flat_in"},
+                     {&a.offsets, "offsets"},
+                     {&a.req_pool_indices, "req_pool_indices"},
+                     {&a.pool_out, "pool_out"}});
+  // S1: ranks; S2: dtypes (TypeError); S3: offsets length.
+  CheckRank(a.flat_in, 1, "flat_in");
+  CheckRank(a.offsets, 1, "offsets");
+  CheckRank(a.req_pool_indices, 1, "req_pool_indices");
+  CheckRank(a.pool_out, 2, "pool_out");
+  CheckDType(a.flat_in, DType::kInt64, "flat_in", "int64");
+  CheckDType(a.offsets, DType::kInt64, "offsets", "int64");
+  CheckDType(a.req_pool_indices, DType::kInt64, "req_pool_indices", "int64");
+  CheckDType(a.pool_out, DType::kInt32, "pool_out", "int32");
+  const int64_t bs = a.req_pool_indices.size(0);
+  if (a.offsets.size(0) != bs + 1) {
+    ThrowError(kPrefix, "offsets length ", a.offsets.size(0), " != bs+1 (", bs + 1, ")");
+  }
+  // S4.
+  check::SameDevice(a.pool_out, "pool_out",
+                    {{&a.flat_in, "flat_in"},
+                     {&a.offsets, "offsets"},
+                     {&a.req_pool_indices, "req_pool_indices"}});
+  check::Writable(a.pool_out, "pool_out");
+}
+
+}  // namespace
+
+void Scatter(const ScatterArgs& args, StreamHandle stream) {
+  Validate(args);
+  ScatterParams params;
+  params.flat_in = args.flat_in.data_as<const int64_t>();
+  params.total = args.flat_in.size(0);
+  params.flat_stride = args.flat_in.stride(0);
+  params.offsets = args.offsets.data_as<const int64_t>();
+  params.offsets_stride = args.offsets.stride(0);
+  params.req_pool_indices = args.req_pool_indices.data_as<const int64_t>();
+  params.req_pool_indices_stride = args.req_pool_indices.stride(0);
+  params.bs = args.req_pool_indices.size(0);
+  params.pool = args.pool_out.data_as<int32_t>();
+  params.pool_rows = args.pool_out.size(0);
+  params.pool_width = args.pool_out.size(1);
+  params.pool_stride0 = args.pool_out.stride(0);
+  params.pool_stride1 = args.pool_out.stride(1);
+  switch (SelectBackend(args.pool_out, "pool_out")) {
+    case Backend::kCpu:
+      cpu::Scatter(params);
+      return;
+    case Backend::kCuda:
+#if defined(KVC_HAVE_CUDA)
+      CheckCudaLaunch(cuda::Scatter(params, stream), "scatter_req_token_ids");
+#endif
+      return;
+  }
+  (void)stream;
+}
+
+}  // namespace kvcanary

@@ -1,0 +1,204 @@
+// Shared test helpers: owning host tensors, the canary state of one runtime (buffer, ring,
+// counters), plan buffers, byte snapshots for "an invalid call wrote nothing", and an
+// exact-message error assertion.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <cstring>
+#include <new>
+#include <string>
+#include <vector>
+
+#include "core/record.h"
+#include "kvcanary/kvcanary.h"
+
+namespace kvcanary::testing {
+
+template <typename T>
+constexpr DType DTypeOf() {
+  if constexpr (std::is_same_v<T, uint8_t>) return DType::kUInt8;
+  if constexpr (std::is_same_v<T, int32_t>) return DType::kInt32;
+  if constexpr (std::is_same_v<T, int64_t>) return DType::kInt64;
+  if constexpr (std::is_same_v<T, float>) return DType::kFloat32;
+  if constexpr (std::is_same_v<T, uint16_t>) return DType::kBFloat16;
+}
+
+// 64-byte aligned storage, so real-KV sources meet the 16-byte alignment rule.
+template <typename T>
+struct AlignedAllocator {
+  using value_type = T;
+  AlignedAllocator() = default;
+  template <typename U>
+  AlignedAllocator(const AlignedAllocator<U>&) {}
+  T* allocate(size_t n) { return static_cast<T*>(::operator new(n * sizeof(T), std::align_val_t{64})); }
+  void deallocate(T* p, size_t) { ::operator delete(p, std::align_val_t{64}); }
+  bool operator==(const AlignedAllocator&) const { return true; }
+};
+
+// An owning, contiguous host tensor.
+template <typename T>
+class HostTensor {
+ public:
+  HostTensor() = default;
+  explicit HostTensor(std::vector<int64_t> shape, T fill = T{}) : shape_(std::move(shape)) {
+    int64_t n = 1;
+    for (int64_t d : shape_) n *= d;
+    values_.assign(n, fill);
+  }
+  HostTensor(std::vector<int64_t> shape, const std::vector<T>& values) : HostTensor(shape) {
+    EXPECT_EQ(values.size(), values_.size());
+    std::copy(values.begin(), values.end(), values_.begin());
+  }
+  // A 1-D tensor of the given values.
+  static HostTensor Of(const std::vector<T>& values) {
+    return HostTensor({static_cast<int64_t>(values.size())}, values);
+  }
+
+  TensorView view() const {
+    return TensorView(const_cast<T*>(values_.data()), DTypeOf<T>(), Device::CPU(), shape_);
+  }
+  // The same memory seen with other shape/strides (for layout checks).
+  TensorView view(std::vector<int64_t> shape, std::vector<int64_t> strides = {},
+                  bool writable = true) const {
+    return TensorView(const_cast<T*>(values_.data()), DTypeOf<T>(), Device::CPU(),
+                      std::move(shape), std::move(strides), writable);
+  }
+  TensorView read_only_view() const { return view(shape_, {}, false); }
+
+  T& operator[](int64_t i) { return values_[i]; }
+  const T& operator[](int64_t i) const { return values_[i]; }
+  T& at(int64_t row, int64_t col) { return values_[row * shape_.back() + col]; }
+  std::vector<T>& values() { return values_; }
+  const std::vector<T>& values() const { return values_; }
+  const std::vector<int64_t>& shape() const { return shape_; }
+  T* data() { return values_.data(); }
+  size_t bytes() const { return values_.size() * sizeof(T); }
+
+ private:
+  std::vector<int64_t> shape_;
+  std::vector<T, AlignedAllocator<T>> values_;
+};
+
+// A copy of some buffers' bytes, to assert that a failed call changed none of them.
+class ByteSnapshot {
+ public:
+  template <typename... Tensors>
+  explicit ByteSnapshot(Tensors&... tensors) {
+    (Add(tensors.data(), tensors.bytes()), ...);
+  }
+  void Add(const void* data, size_t bytes) {
+    const auto* p = static_cast<const uint8_t*>(data);
+    regions_.push_back({data, std::vector<uint8_t>(p, p + bytes)});
+  }
+  bool Unchanged() const {
+    for (const auto& [data, copy] : regions_) {
+      if (std::memcmp(data, copy.data(), copy.size()) != 0) return false;
+    }
+    return true;
+  }
+
+ private:
+  std::vector<std::pair<const void*, std::vector<uint8_t>>> regions_;
+};
+
+// The state one runtime shares across launches: a canary buffer, the ring and the counters.
+struct CanaryState {
+  explicit CanaryState(int64_t num_slots, int64_t ring_capacity = 16, int64_t stride_bytes = 32)
+      : canary({num_slots, stride_bytes}),
+        ring({ring_capacity, kViolationFields}),
+        write_index({1}),
+        slot_run_counter({1}),
+        kernel_run_counter({1}),
+        chain_assert({1}) {}
+
+  LaunchContext Context(int64_t tag = static_cast<int64_t>(CanaryLaunchTag::kTailKFull)) const {
+    LaunchContext context;
+    context.canary_buf = canary.view();
+    context.kernel_kind = tag;
+    context.violation_ring = ring.view();
+    context.violation_write_index = write_index.view();
+    context.slot_run_counter = slot_run_counter.view();
+    context.kernel_run_counter = kernel_run_counter.view();
+    context.enable_chain_position_assert = chain_assert.view();
+    return context;
+  }
+
+  Record record(int64_t slot) const {
+    return LoadRecord(canary.values().data() + slot * canary.shape()[1]);
+  }
+  void set_record(int64_t slot, const Record& record) {
+    StoreRecord(canary.data() + slot * canary.shape()[1], record);
+  }
+  // The recorded rows, min(write_index, capacity) of them.
+  std::vector<ViolationRow> rows() const {
+    const int64_t n = std::min<int64_t>(write_index[0], ring.shape()[0]);
+    std::vector<ViolationRow> out(n);
+    std::memcpy(out.data(), ring.values().data(), n * sizeof(ViolationRow));
+    return out;
+  }
+
+  HostTensor<uint8_t> canary;
+  HostTensor<int64_t> ring;
+  HostTensor<int32_t> write_index;
+  HostTensor<int64_t> slot_run_counter;
+  HostTensor<int64_t> kernel_run_counter;
+  HostTensor<int32_t> chain_assert;
+};
+
+// Verify and write plans of given capacities, as the Python allocate() makes them.
+struct PlanBuffers {
+  PlanBuffers(int64_t verify_capacity, int64_t write_capacity)
+      : slots({verify_capacity}),
+        tokens({verify_capacity}, -1),
+        positions({verify_capacity}),
+        prevs({verify_capacity}),
+        num_valid({1}),
+        enable({1}, 1),
+        offsets({write_capacity + 1}),
+        seeds({write_capacity}),
+        num_valid_reqs({1}) {}
+
+  VerifyPlanView verify() const {
+    return VerifyPlanView{slots.view(), tokens.view(), positions.view(),
+                          prevs.view(), num_valid.view(), enable.view()};
+  }
+  WritePlanView write() const {
+    return WritePlanView{offsets.view(), seeds.view(), num_valid_reqs.view()};
+  }
+
+  HostTensor<int64_t> slots, tokens, positions, prevs;
+  HostTensor<int32_t> num_valid, enable;
+  HostTensor<int64_t> offsets, seeds;
+  HostTensor<int32_t> num_valid_reqs;
+};
+
+inline bool operator==(const ViolationRow& a, const ViolationRow& b) {
+  return std::memcmp(&a, &b, sizeof(a)) == 0;
+}
+inline std::ostream& operator<<(std::ostream& out, const ViolationRow& r) {
+  return out << "[" << r.kernel_kind << ", " << r.slot << ", " << r.position << ", "
+             << r.stored_token << ", " << r.expected_token << ", " << r.stored_chain_hash << ", "
+             << r.expected_aux << ", " << r.fail_reason_bits << "]";
+}
+inline bool operator==(const Record& a, const Record& b) {
+  return std::memcmp(&a, &b, sizeof(a)) == 0;
+}
+inline std::ostream& operator<<(std::ostream& out, const Record& r) {
+  return out << "(" << r.token << ", " << r.position << ", " << r.prev_hash << ", "
+             << r.real_kv_hash << ")";
+}
+
+}  // namespace kvcanary::testing
+
+// Asserts that `statement` throws kvcanary::Error with exactly `message`.
+#define EXPECT_KVC_ERROR(statement, message)                                        \
+  do {                                                                              \
+    try {                                                                           \
+      statement;                                                                    \
+      ADD_FAILURE() << "expected kvcanary::Error: " << (message);                   \
+    } catch (const ::kvcanary::Error& error) {                                      \
+      EXPECT_EQ(std::string(error.what()), std::string(message));                  \
+    }                                                                               \
+  } while (0)
