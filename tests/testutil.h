@@ -70,8 +70,9 @@ class HostTensor {
   T& operator[](int64_t i) { return values_[i]; }
   const T& operator[](int64_t i) const { return values_[i]; }
   T& at(int64_t row, int64_t col) { return values_[row * shape_.back() + col]; }
-  std::vector<T>& values() { return values_; }
-  const std::vector<T>& values() const { return values_; }
+  using Storage = std::vector<T, AlignedAllocator<T>>;
+  Storage& values() { return values_; }
+  const Storage& values() const { return values_; }
   const std::vector<int64_t>& shape() const { return shape_; }
   T* data() { return values_.data(); }
   size_t bytes() const { return values_.size() * sizeof(T); }
@@ -134,8 +135,11 @@ struct CanaryState {
   // The recorded rows, min(write_index, capacity) of them.
   std::vector<ViolationRow> rows() const {
     const int64_t n = std::min<int64_t>(write_index[0], ring.shape()[0]);
-    std::vector<ViolationRow> out(n);
-    std::memcpy(out.data(), ring.values().data(), n * sizeof(ViolationRow));
+    std::vector<ViolationRow> out;
+    for (int64_t i = 0; i < n; ++i) {
+      const int64_t* c = ring.values().data() + i * kViolationFields;
+      out.push_back(ViolationRow{c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]});
+    }
     return out;
   }
 
@@ -174,6 +178,11 @@ struct PlanBuffers {
   HostTensor<int32_t> num_valid_reqs;
 };
 
+}  // namespace kvcanary::testing
+
+namespace kvcanary {
+
+// Equality and printing for assertions (found by argument-dependent lookup).
 inline bool operator==(const ViolationRow& a, const ViolationRow& b) {
   return std::memcmp(&a, &b, sizeof(a)) == 0;
 }
@@ -190,7 +199,7 @@ inline std::ostream& operator<<(std::ostream& out, const Record& r) {
              << r.real_kv_hash << ")";
 }
 
-}  // namespace kvcanary::testing
+}  // namespace kvcanary
 
 // Asserts that `statement` throws kvcanary::Error with exactly `message`.
 #define EXPECT_KVC_ERROR(statement, message)                                        \

@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# Builds kvcanary twice and runs every test: the default build (with the CUDA backend compiled when
+# nvcc is present; GPU tests skip without a device) and an AddressSanitizer + UBSan build.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+for preset in default asan; do
+  echo "== kvcanary: build and test, preset '${preset}'"
+  cmake --preset "${preset}" >/dev/null
+  cmake --build --preset "${preset}"
+  ctest --preset "${preset}" --parallel 2
+done
