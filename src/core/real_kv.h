@@ -18,7 +18,9 @@ KVC_HOST_DEVICE uint64_t SourceHash(const RealKvSourceParams& source, int64_t sl
                          (slot % source.page_size) * source.num_bytes_per_token;
   uint64_t acc = 0;
   for (int64_t offset = 0; offset < source.fold_bytes; offset += kRealKvBlockBytes) {
-    acc = FoldRealKvBlock(acc, LoadLeU64(strip + offset), LoadLeU64(strip + offset + 8));
+    uint64_t lo, hi;
+    LoadBlock16(strip + offset, &lo, &hi);
+    acc = FoldRealKvBlock(acc, lo, hi);
   }
   return acc;
 }

@@ -37,13 +37,46 @@ KVC_HOST_DEVICE uint64_t LoadLeU64(const uint8_t* bytes) {
   return value;
 }
 
+// One 16-byte block as two little-endian words. REQUIRES: bytes 16-byte aligned (real-KV strips
+// are: R5, R7 and num_bytes_per_token % 16 == 0), so the GPU issues one 16-byte load.
+KVC_HOST_DEVICE void LoadBlock16(const uint8_t* bytes, uint64_t* lo, uint64_t* hi) {
+#if defined(__CUDA_ARCH__)
+  const ulonglong2 block = *reinterpret_cast<const ulonglong2*>(bytes);
+  *lo = block.x;
+  *hi = block.y;
+#else
+  *lo = LoadLeU64(bytes);
+  *hi = LoadLeU64(bytes + 8);
+#endif
+}
+
+// Records live at slot * slot_stride_bytes: 16-byte aligned whenever the stride is a multiple of
+// 16 (the runtime allocates 32), where the GPU takes two 16-byte accesses instead of bytes.
 KVC_HOST_DEVICE Record LoadRecord(const uint8_t* record_bytes) {
   Record record;
+#if defined(__CUDA_ARCH__)
+  if ((reinterpret_cast<uintptr_t>(record_bytes) & 15) == 0) {
+    const ulonglong2 a = reinterpret_cast<const ulonglong2*>(record_bytes)[0];
+    const ulonglong2 b = reinterpret_cast<const ulonglong2*>(record_bytes)[1];
+    return Record{static_cast<int64_t>(a.x), static_cast<int64_t>(a.y), static_cast<int64_t>(b.x),
+                  static_cast<int64_t>(b.y)};
+  }
+#endif
   memcpy(&record, record_bytes, sizeof(record));
   return record;
 }
 
 KVC_HOST_DEVICE void StoreRecord(uint8_t* record_bytes, const Record& record) {
+#if defined(__CUDA_ARCH__)
+  if ((reinterpret_cast<uintptr_t>(record_bytes) & 15) == 0) {
+    auto* out = reinterpret_cast<ulonglong2*>(record_bytes);
+    out[0] = ulonglong2{static_cast<unsigned long long>(record.token),
+                        static_cast<unsigned long long>(record.position)};
+    out[1] = ulonglong2{static_cast<unsigned long long>(record.prev_hash),
+                        static_cast<unsigned long long>(record.real_kv_hash)};
+    return;
+  }
+#endif
   memcpy(record_bytes, &record, sizeof(record));
 }
 

@@ -51,15 +51,15 @@ KVC_HOST_DEVICE bool IsWrittenToken(const WriteParams& p, int64_t i) {
   return slot >= 0 && slot < p.launch.num_slots;
 }
 
-// Writes the record of token i (REQUIRES IsWrittenToken) with fingerprint real_kv_hash, reports
-// assert violations through record_violation(const ViolationRow&) in spec order, and advances
-// the chain on the actual token and position.
+// Runs row state's chain over token i, which goes to `slot` (REQUIRES IsWrittenToken): reports
+// the assert violations through record_violation(const ViolationRow&) in spec order, advances the
+// chain on the actual token and position, and returns the prev_hash the token's record stores.
+// Token, position and slot are passed in so a backend may stage them (the CUDA kernel reads them
+// from shared memory).
 template <typename RecordViolation>
-KVC_HOST_DEVICE void WriteToken(const WriteParams& p, int64_t i, uint64_t real_kv_hash,
-                                ChainState* state, RecordViolation&& record_violation) {
-  const int64_t slot = p.out_cache_loc[i];
-  const int64_t token = p.input_ids[i];
-  const int64_t position = p.positions[i];
+KVC_HOST_DEVICE int64_t AdvanceChain(const WriteParams& p, int64_t i, int64_t slot, int64_t token,
+                                     int64_t position, ChainState* state,
+                                     RecordViolation&& record_violation) {
   const int64_t stored_chain = ToSigned(state->running);
   if (p.input_assert) {
     const int64_t expected_token = p.expected_tokens[i];
@@ -80,9 +80,13 @@ KVC_HOST_DEVICE void WriteToken(const WriteParams& p, int64_t i, uint64_t real_k
     }
     state->last_position = position;
   }
-  StoreRecord(p.launch.canary + slot * p.launch.slot_stride_bytes,
-              Record{token, position, stored_chain, ToSigned(real_kv_hash)});
   state->running = ChainStep(state->running, token, position);
+  return stored_chain;
+}
+
+// The record address of `slot`.
+KVC_HOST_DEVICE uint8_t* RecordAddress(const LaunchParams& launch, int64_t slot) {
+  return launch.canary + slot * launch.slot_stride_bytes;
 }
 
 }  // namespace kvcanary

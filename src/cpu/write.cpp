@@ -40,7 +40,12 @@ void Write(const WriteParams& params) {
     for (int64_t i = range.begin; i < range.end; ++i) {
       if (!IsWrittenToken(params, i)) continue;  // skipped: the chain does not advance
       ++written;
-      WriteToken(params, i, real_kv_hashes.empty() ? 0 : real_kv_hashes[i], &chains[r], record);
+      const int64_t slot = params.out_cache_loc[i];
+      const int64_t token = params.input_ids[i];
+      const int64_t position = params.positions[i];
+      const int64_t prev_hash = AdvanceChain(params, i, slot, token, position, &chains[r], record);
+      const int64_t real_kv_hash = real_kv_hashes.empty() ? 0 : ToSigned(real_kv_hashes[i]);
+      StoreRecord(RecordAddress(launch, slot), Record{token, position, prev_hash, real_kv_hash});
     }
   }
   *launch.slot_run_counter = WrapAdd(*launch.slot_run_counter, written);

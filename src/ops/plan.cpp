@@ -218,7 +218,7 @@ void Plan(const PlanArgs& args, StreamHandle stream) {
       return;
     case Backend::kCuda:
 #if defined(KVC_HAVE_CUDA)
-      CheckCudaLaunch(cuda::Plan(params, stream), "plan");
+      CheckCudaLaunch(cuda::Plan(params, v.verify_slot_indices.device().index, stream), "plan");
 #endif
       return;
   }

@@ -242,7 +242,7 @@ void PlanOffsets(const PlanOffsetsArgs& args, StreamHandle stream) {
       return;
     case Backend::kCuda:
 #if defined(KVC_HAVE_CUDA)
-      CheckCudaLaunch(cuda::PlanOffsets(params, stream), "plan_offsets");
+      CheckCudaLaunch(cuda::PlanOffsets(params, args.out_verify_offsets_scratch.device().index, stream), "plan_offsets");
 #endif
       return;
   }
@@ -281,7 +281,7 @@ void PlanEntries(const PlanEntriesArgs& args, StreamHandle stream) {
     }
     case Backend::kCuda:
 #if defined(KVC_HAVE_CUDA)
-      CheckCudaLaunch(cuda::PlanEntries(params, stream), "plan_entries");
+      CheckCudaLaunch(cuda::PlanEntries(params, args.verify_offsets_scratch.device().index, stream), "plan_entries");
 #endif
       return;
   }
@@ -316,7 +316,7 @@ void SwaTranslate(const SwaTranslateArgs& args, StreamHandle stream) {
       return;
     case Backend::kCuda:
 #if defined(KVC_HAVE_CUDA)
-      CheckCudaLaunch(cuda::SwaTranslate(params, stream), "swa_translate");
+      CheckCudaLaunch(cuda::SwaTranslate(params, args.out_slot_indices.device().index, stream), "swa_translate");
 #endif
       return;
   }

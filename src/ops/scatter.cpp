@@ -76,7 +76,7 @@ void Scatter(const ScatterArgs& args, StreamHandle stream) {
       return;
     case Backend::kCuda:
 #if defined(KVC_HAVE_CUDA)
-      CheckCudaLaunch(cuda::Scatter(params, stream), "scatter_req_token_ids");
+      CheckCudaLaunch(cuda::Scatter(params, args.pool_out.device().index, stream), "scatter_req_token_ids");
 #endif
       return;
   }

@@ -87,7 +87,7 @@ void Verify(const VerifyArgs& args, StreamHandle stream) {
       return;
     case Backend::kCuda:
 #if defined(KVC_HAVE_CUDA)
-      CheckCudaLaunch(cuda::Verify(params, stream), "canary_verify");
+      CheckCudaLaunch(cuda::Verify(params, args.context.canary_buf.device().index, stream), "canary_verify");
 #endif
       return;
   }

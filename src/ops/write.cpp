@@ -127,7 +127,7 @@ void Write(const WriteArgs& args, StreamHandle stream) {
       return;
     case Backend::kCuda:
 #if defined(KVC_HAVE_CUDA)
-      CheckCudaLaunch(cuda::Write(params, stream), "canary_write");
+      CheckCudaLaunch(cuda::Write(params, args.context.canary_buf.device().index, stream), "canary_write");
 #endif
       return;
   }

@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# Copies what the GPU machine lacks into .carry/ (git-ignored): Debian's GoogleTest sources and the
+# header-only CLI11 and nlohmann-json. Run here after scripts/setup.sh; the device call names
+# .carry in its carry list.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+rm -rf .carry && mkdir -p .carry/include
+cp -r /usr/src/googletest .carry/googletest
+cp -r /usr/include/CLI /usr/include/nlohmann .carry/include/
+du -sh .carry

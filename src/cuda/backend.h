@@ -1,0 +1,24 @@
+// The CUDA backend, seen from host code that does not include CUDA headers (ops/ compiles with
+// the host compiler). Each function enqueues its op on `stream` on CUDA device `device` and
+// returns the cudaError_t of the launch as an int (0 = success). None validates, synchronises,
+// reads device values on the host or allocates (Plan without a scratch allocates one on the
+// stream), so every launch can be captured in a CUDA graph.
+#pragma once
+
+#include "core/params.h"
+#include "kvcanary/tensor.h"
+
+namespace kvcanary::cuda {
+
+int Plan(const PlanParams& params, int device, StreamHandle stream);
+int PlanOffsets(const PlanOffsetsParams& params, int device, StreamHandle stream);
+int PlanEntries(const PlanEntriesParams& params, int device, StreamHandle stream);
+int SwaTranslate(const SwaTranslateParams& params, int device, StreamHandle stream);
+int Verify(const VerifyParams& params, int device, StreamHandle stream);
+int Write(const WriteParams& params, int device, StreamHandle stream);
+int Scatter(const ScatterParams& params, int device, StreamHandle stream);
+
+// cudaGetErrorString of a code these functions returned.
+const char* ErrorString(int error_code);
+
+}  // namespace kvcanary::cuda

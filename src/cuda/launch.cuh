@@ -1,0 +1,69 @@
+// What every CUDA kernel of kvcanary shares: the launch shape of a grid-stride kernel, the device
+// guard, and recording a violation row into the fill-once ring.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "core/params.h"
+#include "core/record.h"
+
+namespace kvcanary::cuda {
+
+// Makes `device` current for the scope of a launch and restores the previous device.
+class DeviceGuard {
+ public:
+  explicit DeviceGuard(int device) {
+    cudaGetDevice(&previous_);
+    if (previous_ != device) cudaSetDevice(device);
+    device_ = device;
+  }
+  ~DeviceGuard() {
+    if (previous_ != device_) cudaSetDevice(previous_);
+  }
+  DeviceGuard(const DeviceGuard&) = delete;
+  DeviceGuard& operator=(const DeviceGuard&) = delete;
+
+ private:
+  int previous_ = 0;
+  int device_ = 0;
+};
+
+// Multiprocessors of the current device, read once per device.
+int MultiprocessorCount();
+
+// Blocks of a persistent grid-stride launch: enough resident blocks to fill every SM, never more
+// than the work (a capacity, so the shape never depends on device values) needs.
+template <typename Kernel>
+int PersistentGrid(Kernel kernel, int threads, int64_t max_items) {
+  int blocks_per_sm = 1;
+  cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks_per_sm, kernel, threads, 0);
+  const int64_t full = int64_t{blocks_per_sm > 0 ? blocks_per_sm : 1} * MultiprocessorCount();
+  const int64_t needed = (max_items + threads - 1) / threads;
+  return static_cast<int>(needed < 1 ? 1 : (needed < full ? needed : full));
+}
+
+// Reserves seq = write_index++ and stores the row when seq lies in [0, capacity). The system-scope
+// fence makes the row visible to the host no later than the end of the launch (spec §5).
+__device__ inline void RecordViolation(const LaunchParams& launch, const ViolationRow& row) {
+  const int seq = atomicAdd(reinterpret_cast<int*>(launch.write_index), 1);
+  if (seq < 0 || seq >= launch.ring_capacity) return;
+  int64_t* out = launch.ring + int64_t{seq} * kViolationFields;
+  out[0] = row.kernel_kind;
+  out[1] = row.slot;
+  out[2] = row.position;
+  out[3] = row.stored_token;
+  out[4] = row.expected_token;
+  out[5] = row.stored_chain_hash;
+  out[6] = row.expected_aux;
+  out[7] = row.fail_reason_bits;
+  __threadfence_system();
+}
+
+// counter += delta on a device int64, wrapping like the CPU backend.
+__device__ inline void AddToCounter(int64_t* counter, int64_t delta) {
+  atomicAdd(reinterpret_cast<unsigned long long*>(counter), static_cast<unsigned long long>(delta));
+}
+
+}  // namespace kvcanary::cuda

@@ -1,0 +1,109 @@
+// The plan kernels (spec/kernels.md §7): PlanOffsetsKernel (one block: per-row lengths, a block
+// scan, seeds and counts) and PlanEntriesKernel (a grid-stride pass over the verify entries, each
+// finding its row by binary search over the scratch offsets). Neither has a batch-size ceiling:
+// the offsets block walks any number of rows, a chunk per thread.
+#pragma once
+
+#include <cub/block/block_scan.cuh>
+
+#include "core/plan_math.h"
+#include "cuda/launch.cuh"
+
+namespace kvcanary::cuda {
+
+inline constexpr int kOffsetsThreads = 1024;
+inline constexpr int kEntriesThreads = 256;
+
+// Stage 1. zero_write_tail: also zero write_offsets[bs+1 ..] (the fused plan does; SGLang's
+// separate offsets stage leaves them to the caller).
+__global__ void __launch_bounds__(kOffsetsThreads)
+    PlanOffsetsKernel(const PlanOffsetsParams p, bool zero_write_tail) {
+  using Scan = cub::BlockScan<unsigned long long, kOffsetsThreads>;
+  __shared__ typename Scan::TempStorage scan_storage;
+  const int64_t bs = p.in.bs;
+  const int64_t rows_per_thread = (bs + kOffsetsThreads - 1) / kOffsetsThreads;
+  const int64_t begin = min(bs, int64_t{threadIdx.x} * rows_per_thread);
+  const int64_t end = min(bs, begin + rows_per_thread);
+
+  unsigned long long verify_sum = 0, write_sum = 0;  // wrap like the CPU's int64 sums
+  for (int64_t r = begin; r < end; ++r) {
+    const RowPlan row = PlanRow(p.in, r);
+    verify_sum += static_cast<unsigned long long>(row.verify_len);
+    write_sum += static_cast<unsigned long long>(row.write_len);
+  }
+  unsigned long long verify_prefix, write_prefix, verify_total, write_total;
+  Scan(scan_storage).ExclusiveSum(verify_sum, verify_prefix, verify_total);
+  __syncthreads();
+  Scan(scan_storage).ExclusiveSum(write_sum, write_prefix, write_total);
+
+  for (int64_t r = begin; r < end; ++r) {
+    const RowPlan row = PlanRow(p.in, r);
+    p.scratch[r] = static_cast<int64_t>(verify_prefix);
+    p.write.offsets[r] = static_cast<int64_t>(write_prefix);
+    p.write.seeds[r] = row.seed_slot;
+    verify_prefix += static_cast<unsigned long long>(row.verify_len);
+    write_prefix += static_cast<unsigned long long>(row.write_len);
+  }
+  if (threadIdx.x == 0) {
+    const auto total = static_cast<int64_t>(verify_total);
+    const bool overflow = total > p.verify_capacity;
+    p.scratch[bs] = total;
+    p.write.offsets[bs] = static_cast<int64_t>(write_total);
+    *p.verify_num_valid = static_cast<int32_t>(overflow ? p.verify_capacity : total);
+    *p.verify_enable = overflow ? 0 : 1;
+    *p.write.num_valid_reqs = static_cast<int32_t>(bs);
+  }
+  if (zero_write_tail) {
+    for (int64_t i = bs + 1 + threadIdx.x; i < p.write.offsets_len; i += kOffsetsThreads) {
+      p.write.offsets[i] = 0;
+    }
+  }
+}
+
+// The largest row r in [0, bs) with scratch[r] <= tid (empty rows never win).
+__device__ inline int64_t RowOfEntry(const int64_t* scratch, int64_t bs, int64_t tid) {
+  int64_t lo = 0, hi = bs;  // answer in [lo, hi)
+  while (hi - lo > 1) {
+    const int64_t mid = lo + (hi - lo) / 2;
+    if (scratch[mid] <= tid) lo = mid; else hi = mid;
+  }
+  return lo;
+}
+
+// Stage 2. A total above the capacity with enable set breaks the offsets/entries contract: the
+// separate entries op traps as SGLang does (the fused plan never gets there: it clears enable).
+__global__ void __launch_bounds__(kEntriesThreads) PlanEntriesKernel(const PlanEntriesParams p) {
+  const int64_t bs = p.in.bs;
+  const int64_t total = p.scratch[bs];
+  if (total <= 0 || *p.enable == 0 || bs <= 0) return;
+  const int64_t first = int64_t{blockIdx.x} * blockDim.x + threadIdx.x;
+  if (total > p.verify.capacity) {
+    if (first == 0) {
+      printf("kv-canary plan_entries: total_verify=%lld exceeds verify_capacity=%lld with "
+             "verify_enable=1 (offsets/entries contract broken)\n",
+             static_cast<long long>(total), static_cast<long long>(p.verify.capacity));
+    }
+    __trap();
+  }
+  const int64_t stride = int64_t{gridDim.x} * blockDim.x;
+  for (int64_t tid = first; tid < total; tid += stride) {
+    const int64_t r = RowOfEntry(p.scratch, bs, tid);
+    const int64_t position =
+        WrapAdd(WindowStart(p.in.prefix_lens[r], p.in.swa_window_size), WrapSub(tid, p.scratch[r]));
+    StoreVerifyEntry(p.in, p.verify, tid, r, p.in.req_pool_indices[r], position);
+  }
+}
+
+inline cudaError_t LaunchPlanOffsets(const PlanOffsetsParams& p, bool zero_write_tail,
+                                     cudaStream_t stream) {
+  PlanOffsetsKernel<<<1, kOffsetsThreads, 0, stream>>>(p, zero_write_tail);
+  return cudaGetLastError();
+}
+
+inline cudaError_t LaunchPlanEntries(const PlanEntriesParams& p, cudaStream_t stream) {
+  const int blocks = PersistentGrid(PlanEntriesKernel, kEntriesThreads, p.verify.capacity);
+  PlanEntriesKernel<<<blocks, kEntriesThreads, 0, stream>>>(p);
+  return cudaGetLastError();
+}
+
+}  // namespace kvcanary::cuda

@@ -1,0 +1,12 @@
+// The one translation unit that includes verify.cuh.
+#include "cuda/backend.h"
+#include "cuda/verify.cuh"
+
+namespace kvcanary::cuda {
+
+int Verify(const VerifyParams& params, int device, StreamHandle stream) {
+  DeviceGuard guard(device);
+  return static_cast<int>(LaunchVerify(params, static_cast<cudaStream_t>(stream)));
+}
+
+}  // namespace kvcanary::cuda
