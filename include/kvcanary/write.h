@@ -15,6 +15,8 @@
 // before anything is written. CUDA: enqueued on `stream`, no synchronisation, graph-capturable.
 #pragma once
 
+#include <optional>
+
 #include "kvcanary/context.h"
 #include "kvcanary/plan.h"
 
@@ -29,6 +31,12 @@ struct WriteArgs {
   bool enable_write_input_assert = false;
   TensorView expected_input_tokens;     // [num_tokens] int64, given iff the input assert is on
   TensorView expected_input_positions;  // [num_tokens] int64, given iff the input assert is on
+  // The other half of the same group (the V buffer of a K launch): written by the same plan and
+  // inputs with its own buffer, tag, counters and sources. The result equals a second Write with
+  // this context after the first (on the CPU that is what runs; the CUDA backend runs both chains
+  // concurrently in one launch, so a paired write costs one chain's latency, not two). Validated
+  // like `context`, before anything is written.
+  std::optional<LaunchContext> paired_context;
 };
 
 void Write(const WriteArgs& args, StreamHandle stream = nullptr);

@@ -1,8 +1,12 @@
 // WriteKernel (spec/kernels.md §9): one block per batch row (grid-stride over rows). A row's tokens
-// go through shared memory a tile at a time: all threads load the tile's inputs and compute their
-// real-KV fingerprints in parallel; thread 0 alone runs the chain over the tile (the one serial
+// go through shared memory a tile at a time: all threads load the tile's inputs and compute the
+// real-KV fingerprints in parallel; one thread per half runs the chain over the tile (the one serial
 // dependency: each record's prev_hash is the hash of the one before), reading staged values so
-// nothing but the chain is on its critical path; then all threads store the records.
+// only the chain is on its critical path; then all threads store the records.
+//
+// A paired launch (K and V halves of a group) runs the two halves' chains in two different warps
+// at the same time, so writing both costs one chain's latency. Each half keeps its own seed, chain
+// state, records, counters and violation rows, so the result equals two separate launches.
 #pragma once
 
 #include "core/real_kv.h"
@@ -13,58 +17,77 @@ namespace kvcanary::cuda {
 
 inline constexpr int kWriteThreads = 256;
 inline constexpr int kWriteTile = 512;
+inline constexpr int kMaxWriteHalves = 2;
 
-__global__ void __launch_bounds__(kWriteThreads) WriteKernel(const WriteParams p) {
+struct WriteHalves {
+  WriteParams half[kMaxWriteHalves];  // half[1] only when num_halves == 2
+  int num_halves = 1;
+};
+
+__global__ void __launch_bounds__(kWriteThreads) WriteKernel(const WriteHalves w) {
   __shared__ int64_t tokens[kWriteTile];
   __shared__ int64_t positions[kWriteTile];
   __shared__ int64_t slots[kWriteTile];
-  __shared__ uint64_t real_kv[kWriteTile];
-  __shared__ int64_t prev_hashes[kWriteTile];
-  if (blockIdx.x == 0 && threadIdx.x == 0) AddToCounter(p.launch.kernel_run_counter, 1);
+  __shared__ uint64_t real_kv[kMaxWriteHalves][kWriteTile];
+  __shared__ int64_t prev_hashes[kMaxWriteHalves][kWriteTile];
+  const WriteParams& p = w.half[0];  // plan and inputs are shared by the halves
+  // The chain of half h runs in lane 0 of warp h.
+  const int chain_half = threadIdx.x % 32 == 0 ? threadIdx.x / 32 : kMaxWriteHalves;
+  const bool runs_chain = chain_half < w.num_halves;
+  if (blockIdx.x == 0 && runs_chain) AddToCounter(w.half[chain_half].launch.kernel_run_counter, 1);
   const int64_t num_rows = ClampCount(*p.num_valid_reqs, p.capacity);  // D2
-  auto record = [&](const ViolationRow& row) { RecordViolation(p.launch, row); };
 
   for (int64_t r = blockIdx.x; r < num_rows; r += gridDim.x) {
     const TokenRange range = RowTokenRange(p, r);
     if (range.end <= range.begin) continue;
-    ChainState state;  // lives in thread 0
+    ChainState state;  // meaningful in the chain threads only
     int64_t written = 0;
-    if (threadIdx.x == 0) state = LoadChainSeed(p, r);
+    if (runs_chain) state = LoadChainSeed(w.half[chain_half], r);
     for (int64_t tile = range.begin; tile < range.end; tile += kWriteTile) {
       const int count = static_cast<int>(min(int64_t{kWriteTile}, range.end - tile));
       for (int k = threadIdx.x; k < count; k += kWriteThreads) {
         const int64_t i = tile + k;
-        slots[k] = p.out_cache_loc[i];
+        const int64_t slot = p.out_cache_loc[i];
+        slots[k] = slot;
         tokens[k] = p.input_ids[i];
         positions[k] = p.positions[i];
-        real_kv[k] = IsWrittenToken(p, i) ? RealKvFingerprint(p.launch.real_kv, slots[k]) : 0;
+        for (int h = 0; h < w.num_halves; ++h) {  // each half has its own slot count
+          real_kv[h][k] =
+              IsWrittenToken(w.half[h], i) ? RealKvFingerprint(w.half[h].launch.real_kv, slot) : 0;
+        }
       }
       __syncthreads();
-      if (threadIdx.x == 0) {
+      if (runs_chain) {
+        const WriteParams& half = w.half[chain_half];
+        auto record = [&](const ViolationRow& row) { RecordViolation(half.launch, row); };
         for (int k = 0; k < count; ++k) {
           const int64_t slot = slots[k];
-          if (slot < 0 || slot >= p.launch.num_slots) continue;  // skipped: chain stays
+          if (slot < 0 || slot >= half.launch.num_slots) continue;  // skipped: chain stays
           ++written;
-          prev_hashes[k] =
-              AdvanceChain(p, tile + k, slot, tokens[k], positions[k], &state, record);
+          prev_hashes[chain_half][k] =
+              AdvanceChain(half, tile + k, slot, tokens[k], positions[k], &state, record);
         }
       }
       __syncthreads();
       for (int k = threadIdx.x; k < count; k += kWriteThreads) {
         const int64_t slot = slots[k];
-        if (slot < 0 || slot >= p.launch.num_slots) continue;
-        StoreRecord(RecordAddress(p.launch, slot),
-                    Record{tokens[k], positions[k], prev_hashes[k], ToSigned(real_kv[k])});
+        for (int h = 0; h < w.num_halves; ++h) {
+          const LaunchParams& launch = w.half[h].launch;
+          if (slot < 0 || slot >= launch.num_slots) continue;
+          StoreRecord(RecordAddress(launch, slot), Record{tokens[k], positions[k],
+                                                          prev_hashes[h][k], ToSigned(real_kv[h][k])});
+        }
       }
       __syncthreads();  // the next tile reuses the staging arrays
     }
-    if (threadIdx.x == 0) AddToCounter(p.launch.slot_run_counter, written);
+    if (runs_chain) AddToCounter(w.half[chain_half].launch.slot_run_counter, written);
   }
 }
 
-inline cudaError_t LaunchWrite(const WriteParams& p, cudaStream_t stream) {
-  const int blocks = PersistentGrid(WriteKernel, kWriteThreads, p.capacity * kWriteThreads);
-  WriteKernel<<<blocks, kWriteThreads, 0, stream>>>(p);
+inline cudaError_t LaunchWrite(const WriteHalves& w, cudaStream_t stream) {
+  const int blocks =
+      PersistentGrid(WriteKernel, kWriteThreads, w.half[0].capacity * kWriteThreads);
+  WriteKernel<<<blocks, kWriteThreads, 0, stream>>>(w);
   return cudaGetLastError();
 }
 

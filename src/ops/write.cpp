@@ -100,12 +100,9 @@ void Validate(const WriteArgs& a) {
   CheckContextWritable(c);
 }
 
-}  // namespace
-
-void Write(const WriteArgs& args, StreamHandle stream) {
-  Validate(args);
+WriteParams ParamsOf(const WriteArgs& args, const LaunchContext& context) {
   WriteParams params;
-  params.launch = LaunchParamsOf(args.context);
+  params.launch = LaunchParamsOf(context);
   params.offsets = args.plan.write_offsets.data_as<const int64_t>();
   params.seeds = args.plan.write_seed_slot_indices.data_as<const int64_t>();
   params.num_valid_reqs = args.plan.write_num_valid_reqs.data_as<const int32_t>();
@@ -120,14 +117,33 @@ void Write(const WriteArgs& args, StreamHandle stream) {
     params.expected_positions = args.expected_input_positions.data_as<const int64_t>();
   }
   params.enable_chain_position_assert =
-      args.context.enable_chain_position_assert.data_as<const int32_t>();
+      context.enable_chain_position_assert.data_as<const int32_t>();
+  return params;
+}
+
+}  // namespace
+
+void Write(const WriteArgs& args, StreamHandle stream) {
+  Validate(args);
+  if (args.paired_context.has_value()) {
+    WriteArgs paired = args;
+    paired.context = *args.paired_context;
+    paired.paired_context.reset();
+    Validate(paired);
+  }
+  const WriteParams params = ParamsOf(args, args.context);
+  const bool has_pair = args.paired_context.has_value();
+  const WriteParams paired_params = has_pair ? ParamsOf(args, *args.paired_context) : params;
   switch (SelectBackend(args.context.canary_buf, "canary_buf")) {
     case Backend::kCpu:
       cpu::Write(params);
+      if (has_pair) cpu::Write(paired_params);
       return;
     case Backend::kCuda:
 #if defined(KVC_HAVE_CUDA)
-      CheckCudaLaunch(cuda::Write(params, args.context.canary_buf.device().index, stream), "canary_write");
+      CheckCudaLaunch(cuda::Write(params, has_pair ? &paired_params : nullptr,
+                                  args.context.canary_buf.device().index, stream),
+                      "canary_write");
 #endif
       return;
   }
