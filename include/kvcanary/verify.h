@@ -16,6 +16,8 @@
 // written. CUDA: enqueued on `stream`, no synchronisation, graph-capturable.
 #pragma once
 
+#include <optional>
+
 #include "kvcanary/context.h"
 #include "kvcanary/plan.h"
 
@@ -25,6 +27,10 @@ struct VerifyArgs {
   LaunchContext context;
   VerifyPlanView plan;
   bool check_verify_expected_token = false;
+  // The other half of the same group (the V buffer of a K launch), verified against the same plan.
+  // The result equals a second Verify with this context after the first; the CUDA backend checks
+  // both halves in one pass, reading the plan once. Validated like `context`.
+  std::optional<LaunchContext> paired_context;
 };
 
 void Verify(const VerifyArgs& args, StreamHandle stream = nullptr);

@@ -14,7 +14,8 @@ int Plan(const PlanParams& params, int device, StreamHandle stream);
 int PlanOffsets(const PlanOffsetsParams& params, int device, StreamHandle stream);
 int PlanEntries(const PlanEntriesParams& params, int device, StreamHandle stream);
 int SwaTranslate(const SwaTranslateParams& params, int device, StreamHandle stream);
-int Verify(const VerifyParams& params, int device, StreamHandle stream);
+// paired: the other half of a K/V pair verified in the same launch, or nullptr.
+int Verify(const VerifyParams& params, const VerifyParams* paired, int device, StreamHandle stream);
 // paired: the other half of a K/V pair written in the same launch, or nullptr.
 int Write(const WriteParams& params, const WriteParams* paired, int device, StreamHandle stream);
 int Scatter(const ScatterParams& params, int device, StreamHandle stream);

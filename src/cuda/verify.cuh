@@ -1,6 +1,8 @@
 // VerifyKernel: one grid-stride pass over the active plan entries (spec/kernels.md §8). Each entry
-// is independent: its two record loads and the real-KV fold run in parallel across the grid, and
-// the grid fills every SM whatever the batch, so the kernel runs at memory speed.
+// is independent: its record loads and the real-KV fold run in parallel across the grid, and the
+// grid fills every SM whatever the batch, so the kernel runs at memory speed. A paired launch
+// checks the K and V halves of a group in the same pass, reading each plan entry once; each half
+// keeps its own counters and rows, so the result equals two separate launches.
 #pragma once
 
 #include "core/verify_math.h"
@@ -10,27 +12,36 @@
 namespace kvcanary::cuda {
 
 inline constexpr int kVerifyThreads = 256;
+inline constexpr int kMaxVerifyHalves = 2;
 
-__global__ void __launch_bounds__(kVerifyThreads) VerifyKernel(const VerifyParams p) {
+struct VerifyHalves {
+  VerifyParams half[kMaxVerifyHalves];  // half[1] only when num_halves == 2
+  int num_halves = 1;
+};
+
+__global__ void __launch_bounds__(kVerifyThreads) VerifyKernel(const VerifyHalves v) {
+  const VerifyParams& p = v.half[0];  // the plan is shared by the halves
   const int64_t stride = int64_t{gridDim.x} * blockDim.x;
   const int64_t first = int64_t{blockIdx.x} * blockDim.x + threadIdx.x;
   const bool enabled = *p.enable != 0;
   const int64_t n = enabled ? ClampCount(*p.num_valid, p.capacity) : 0;  // D2
-  if (first == 0) {
-    AddToCounter(p.launch.kernel_run_counter, 1);  // every launch, enabled or not
-    if (enabled) AddToCounter(p.launch.slot_run_counter, n);
+  if (first < v.num_halves) {
+    AddToCounter(v.half[first].launch.kernel_run_counter, 1);  // every launch, enabled or not
+    if (enabled) AddToCounter(v.half[first].launch.slot_run_counter, n);
   }
   for (int64_t e = first; e < n; e += stride) {
-    ViolationRow row;
-    if (CheckVerifyEntry(p, e, &row) != 0) RecordViolation(p.launch, row);
+    for (int h = 0; h < v.num_halves; ++h) {
+      ViolationRow row;
+      if (CheckVerifyEntry(v.half[h], e, &row) != 0) RecordViolation(v.half[h].launch, row);
+    }
   }
 }
 
-// Enqueues the verify of `p` on `stream`. REQUIRES: validated params; the current device is the
+// Enqueues the verify of `v` on `stream`. REQUIRES: validated params; the current device is the
 // tensors' device.
-inline cudaError_t LaunchVerify(const VerifyParams& p, cudaStream_t stream) {
-  const int blocks = PersistentGrid(VerifyKernel, kVerifyThreads, p.capacity);
-  VerifyKernel<<<blocks, kVerifyThreads, 0, stream>>>(p);
+inline cudaError_t LaunchVerify(const VerifyHalves& v, cudaStream_t stream) {
+  const int blocks = PersistentGrid(VerifyKernel, kVerifyThreads, v.half[0].capacity);
+  VerifyKernel<<<blocks, kVerifyThreads, 0, stream>>>(v);
   return cudaGetLastError();
 }
 

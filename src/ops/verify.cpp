@@ -66,13 +66,10 @@ void Validate(const VerifyArgs& a) {
   CheckContextWritable(c);
 }
 
-}  // namespace
-
-void Verify(const VerifyArgs& args, StreamHandle stream) {
-  Validate(args);
+VerifyParams ParamsOf(const VerifyArgs& args, const LaunchContext& context) {
   const VerifyPlanView& plan = args.plan;
   VerifyParams params;
-  params.launch = LaunchParamsOf(args.context);
+  params.launch = LaunchParamsOf(context);
   params.slot_indices = plan.verify_slot_indices.data_as<const int64_t>();
   params.expected_tokens = plan.verify_expected_tokens.data_as<const int64_t>();
   params.expected_positions = plan.verify_expected_positions.data_as<const int64_t>();
@@ -81,13 +78,32 @@ void Verify(const VerifyArgs& args, StreamHandle stream) {
   params.enable = plan.enable.data_as<const int32_t>();
   params.capacity = plan.verify_slot_indices.size(0);
   params.check_token = args.check_verify_expected_token;
+  return params;
+}
+
+}  // namespace
+
+void Verify(const VerifyArgs& args, StreamHandle stream) {
+  Validate(args);
+  if (args.paired_context.has_value()) {
+    VerifyArgs paired = args;
+    paired.context = *args.paired_context;
+    paired.paired_context.reset();
+    Validate(paired);
+  }
+  const VerifyParams params = ParamsOf(args, args.context);
+  const bool has_pair = args.paired_context.has_value();
+  const VerifyParams paired_params = has_pair ? ParamsOf(args, *args.paired_context) : params;
   switch (SelectBackend(args.context.canary_buf, "canary_buf")) {
     case Backend::kCpu:
       cpu::Verify(params);
+      if (has_pair) cpu::Verify(paired_params);
       return;
     case Backend::kCuda:
 #if defined(KVC_HAVE_CUDA)
-      CheckCudaLaunch(cuda::Verify(params, args.context.canary_buf.device().index, stream), "canary_verify");
+      CheckCudaLaunch(cuda::Verify(params, has_pair ? &paired_params : nullptr,
+                                   args.context.canary_buf.device().index, stream),
+                      "canary_verify");
 #endif
       return;
   }
