@@ -1,20 +1,23 @@
 #include "cuda/backend.h"
 #include "cuda/launch.cuh"
 
+#include <atomic>
+
 namespace kvcanary::cuda {
 
 int MultiprocessorCount() {
   constexpr int kMaxDevices = 64;
-  static int counts[kMaxDevices] = {};
+  static std::atomic<int> counts[kMaxDevices] = {};  // launches may come from several threads
   int device = 0;
   cudaGetDevice(&device);
   if (device < 0 || device >= kMaxDevices) return 1;
-  if (counts[device] == 0) {
-    int count = 0;
+  int count = counts[device].load(std::memory_order_relaxed);
+  if (count == 0) {
     cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device);
-    counts[device] = count > 0 ? count : 1;
+    count = count > 0 ? count : 1;
+    counts[device].store(count, std::memory_order_relaxed);
   }
-  return counts[device];
+  return count;
 }
 
 const char* ErrorString(int error_code) {

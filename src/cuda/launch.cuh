@@ -4,6 +4,7 @@
 
 #include <cuda_runtime.h>
 
+#include <atomic>
 #include <cstdint>
 
 #include "core/params.h"
@@ -35,11 +36,18 @@ int MultiprocessorCount();
 
 // Blocks of a persistent grid-stride launch: enough resident blocks to fill every SM, never more
 // than the work (a capacity, so the shape never depends on device values) needs.
+// The occupancy of each kernel is asked once (per process: one kind of GPU is assumed), keeping
+// driver queries off the per-launch path.
 template <typename Kernel>
 int PersistentGrid(Kernel kernel, int threads, int64_t max_items) {
-  int blocks_per_sm = 1;
-  cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks_per_sm, kernel, threads, 0);
-  const int64_t full = int64_t{blocks_per_sm > 0 ? blocks_per_sm : 1} * MultiprocessorCount();
+  static std::atomic<int> cached_blocks_per_sm{0};
+  int blocks_per_sm = cached_blocks_per_sm.load(std::memory_order_relaxed);
+  if (blocks_per_sm == 0) {
+    cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks_per_sm, kernel, threads, 0);
+    blocks_per_sm = blocks_per_sm > 0 ? blocks_per_sm : 1;
+    cached_blocks_per_sm.store(blocks_per_sm, std::memory_order_relaxed);
+  }
+  const int64_t full = int64_t{blocks_per_sm} * MultiprocessorCount();
   const int64_t needed = (max_items + threads - 1) / threads;
   return static_cast<int>(needed < 1 ? 1 : (needed < full ? needed : full));
 }

@@ -91,6 +91,12 @@ void CheckContextWritable(const LaunchContext& context) {
                       {&context.kernel_run_counter, "kernel_run_counter"}});
 }
 
+void CheckPairIsDistinct(const LaunchContext& context, const LaunchContext& paired) {
+  if (paired.canary_buf.data() == context.canary_buf.data()) {
+    ThrowError("kv-canary: paired_context.canary_buf must be a different buffer from canary_buf");
+  }
+}
+
 LaunchParams LaunchParamsOf(const LaunchContext& context) {
   LaunchParams launch;
   launch.canary = context.canary_buf.data_as<uint8_t>();

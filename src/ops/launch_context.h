@@ -28,6 +28,10 @@ void CheckContextDevices(const LaunchContext& context);
 // G8: ring, write index and counters writable.
 void CheckContextWritable(const LaunchContext& context);
 
+// A paired launch writes or reads two halves at once (concurrently on CUDA): the halves must be
+// different canary buffers.
+void CheckPairIsDistinct(const LaunchContext& context, const LaunchContext& paired);
+
 LaunchParams LaunchParamsOf(const LaunchContext& context);
 
 }  // namespace kvcanary

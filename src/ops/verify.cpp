@@ -90,6 +90,7 @@ void Verify(const VerifyArgs& args, StreamHandle stream) {
     paired.context = *args.paired_context;
     paired.paired_context.reset();
     Validate(paired);
+    CheckPairIsDistinct(args.context, *args.paired_context);
   }
   const VerifyParams params = ParamsOf(args, args.context);
   const bool has_pair = args.paired_context.has_value();

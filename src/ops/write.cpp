@@ -130,6 +130,7 @@ void Write(const WriteArgs& args, StreamHandle stream) {
     paired.context = *args.paired_context;
     paired.paired_context.reset();
     Validate(paired);
+    CheckPairIsDistinct(args.context, *args.paired_context);
   }
   const WriteParams params = ParamsOf(args, args.context);
   const bool has_pair = args.paired_context.has_value();
