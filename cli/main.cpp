@@ -1,2 +1,41 @@
-#include <cstdio>
-int main() { std::puts("kvcanary"); return 0; }
+// The kvcanary command. Each subcommand lives in its own cli/<name>_command.cpp and is one line
+// in the table below; this file only parses and dispatches.
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+#include "cli/command.h"
+
+namespace {
+
+// Help and version print as CLI11 does; every other parse error becomes one line and status 2.
+int ReportParseError(const CLI::App& app, const CLI::ParseError& error) {
+  if (error.get_exit_code() == static_cast<int>(CLI::ExitCodes::Success)) return app.exit(error);
+  std::string message = error.what();
+  for (char& c : message) {
+    if (c == '\n') c = ' ';
+  }
+  std::cerr << "kvcanary: " << message << " (run with --help for usage)" << std::endl;
+  return kvcanary::cli::kExitUsage;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"kvcanary: KV-cache canary tools", "kvcanary"};
+  app.require_subcommand(1);
+  const std::vector<kvcanary::cli::Command> commands = {
+      kvcanary::cli::AddBenchCommand(app),
+  };
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& error) {
+    return ReportParseError(app, error);
+  }
+  for (const kvcanary::cli::Command& command : commands) {
+    if (command.app->parsed()) return command.run();
+  }
+  return kvcanary::cli::kExitUsage;
+}

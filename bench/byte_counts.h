@@ -1,0 +1,35 @@
+// Bytes each op must touch, counted as spec/bench.md says: every input read once and every output
+// written once, per verify entry or written token, plus the real-KV bytes read in `partial`.
+// Nothing is counted for cache-line granularity: these are the bytes the op needs, so GB/s below
+// the ceiling also shows what random 32-byte records cost.
+#pragma once
+
+#include <cstdint>
+
+#include "kvcanary/format.h"
+
+namespace kvcanary::bench {
+
+// Plan-array bytes one verify entry reads: slot, expected position and predecessor (int64 each),
+// and the expected token only when the token check is on (spec/kernels.md §8: verify never reads
+// it otherwise).
+inline constexpr int64_t VerifyPlanEntryBytes(bool check_token) {
+  return (check_token ? 4 : 3) * int64_t{8};
+}
+
+// Per entry: its own record, its predecessor's record, its plan entry; per source 16 bytes.
+inline constexpr int64_t VerifyBytes(int64_t entries, bool check_token, int num_sources) {
+  return entries * (2 * kCanarySlotBytes + VerifyPlanEntryBytes(check_token) +
+                    num_sources * kRealKvBlockBytes);
+}
+
+// Per token: input_ids, positions and out_cache_loc read (int64 each), one record written; per
+// source 16 bytes. Per-row plan reads and seed records are not per token and are left out.
+inline constexpr int64_t WriteBytes(int64_t tokens, int num_sources) {
+  return tokens * (3 * int64_t{8} + kCanarySlotBytes + num_sources * kRealKvBlockBytes);
+}
+
+static_assert(VerifyBytes(1, false, 0) == 88 && VerifyBytes(1, true, 1) == 112);
+static_assert(WriteBytes(1, 0) == 56 && WriteBytes(1, 1) == 72);
+
+}  // namespace kvcanary::bench

@@ -1,0 +1,61 @@
+// The shapes table of spec/bench.md.
+#include "bench/cases.h"
+
+#include <algorithm>
+#include <stdexcept>
+
+namespace kvcanary::bench {
+namespace {
+
+constexpr int64_t kQuickDivisor = 16;
+
+int64_t Scale(int64_t size) { return std::max<int64_t>(size / kQuickDivisor, 1); }
+
+}  // namespace
+
+const char* RealDataName(RealData mode) { return mode == RealData::kPartial ? "partial" : "none"; }
+
+Suite StandardSuite() {
+  Suite suite;
+  suite.name = "standard";
+  suite.num_slots = 2'000'000;
+  suite.req_to_token_rows = 4096;
+  suite.req_to_token_cols = 32768;
+  suite.default_reps = 20;
+  suite.cases = {
+      {"decode-1", 1, 4096, 1},     {"decode-64", 64, 4096, 1},
+      {"decode-256", 256, 4096, 1}, {"decode-1024", 1024, 4096, 1},
+      {"long-32", 32, 32768, 1},    {"prefill-2k", 1, 0, 2048},
+      {"prefill-8k", 1, 0, 8192},   {"prefill-mixed", 16, 1024, 512},
+  };
+  return suite;
+}
+
+Suite QuickSuite() {
+  Suite suite = StandardSuite();
+  suite.name = "quick";
+  suite.num_slots = Scale(suite.num_slots);
+  suite.req_to_token_rows = Scale(suite.req_to_token_rows);
+  suite.req_to_token_cols = Scale(suite.req_to_token_cols);
+  // Small cases time in microseconds; more repetitions steady the median at no real cost.
+  suite.default_reps = 50;
+  for (BenchCase& c : suite.cases) {
+    c.batch = Scale(c.batch);
+    c.prefix = c.prefix == 0 ? 0 : Scale(c.prefix);
+    c.extend = Scale(c.extend);
+  }
+  return suite;
+}
+
+const std::vector<std::string>& SuiteNames() {
+  static const std::vector<std::string> names = {"quick", "standard"};
+  return names;
+}
+
+Suite SuiteByName(std::string_view name) {
+  if (name == "standard") return StandardSuite();
+  if (name == "quick") return QuickSuite();
+  throw std::invalid_argument("unknown suite '" + std::string(name) + "' (quick, standard)");
+}
+
+}  // namespace kvcanary::bench

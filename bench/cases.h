@@ -1,0 +1,59 @@
+// The shapes the bench times (spec/bench.md "Shapes"): suite `standard` and its 1/16 scale
+// `quick`. Nothing here depends on the device.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace kvcanary::bench {
+
+// One forward of an MHA FULL group: `batch` requests, each with `prefix` tokens already in KV
+// (verified) and `extend` tokens written by this forward.
+struct BenchCase {
+  std::string name;
+  int64_t batch = 0;
+  int64_t prefix = 0;
+  int64_t extend = 0;
+};
+
+// Which real-KV bytes the TAIL launches fingerprint.
+enum class RealData {
+  kNone,     // no sources: every record's fourth field is 0
+  kPartial,  // one source of real_kv_bytes_per_token bytes per token; 16 bytes folded per slot
+};
+inline constexpr RealData kRealDataModes[] = {RealData::kNone, RealData::kPartial};
+const char* RealDataName(RealData mode);
+
+// Verify runs as the runtime runs it by default (enable_verify_token_assert = false,
+// spec/runtime.md §2): no token pool in the plan, no token check, so verify never reads
+// verify_expected_tokens.
+inline constexpr bool kCheckVerifyExpectedToken = false;
+
+struct Suite {
+  std::string name;
+  int64_t num_slots = 0;          // KV pool (and canary buffer) slots, slot 0 included
+  int64_t req_to_token_rows = 0;  // row 0 is the padding row and holds no request
+  int64_t req_to_token_cols = 0;
+  int64_t ring_capacity = 1024;
+  int64_t real_kv_bytes_per_token = 256;  // the one `partial` source's strip
+  int default_reps = 20;
+  std::vector<BenchCase> cases;
+};
+
+// spec/bench.md as written: pool 2,000,000, req_to_token 4096 x 32768, eight cases.
+Suite StandardSuite();
+
+// `standard` with each of these divided by 16 (rounded down, at least 1): the pool's slots,
+// req_to_token's rows and columns, and every case's batch, prefix and extend (decode cases keep
+// extend 1). Unchanged: the case names, the ring capacity, the 256-byte real-KV strip (a token's
+// layout, not a size) and the timing method. At this size the pool fits in the caches of most
+// machines, so quick numbers are a smoke test, not bandwidth figures.
+Suite QuickSuite();
+
+const std::vector<std::string>& SuiteNames();
+// Throws std::invalid_argument for a name not in SuiteNames().
+Suite SuiteByName(std::string_view name);
+
+}  // namespace kvcanary::bench

@@ -1,0 +1,74 @@
+// The device a benchmark runs on: its memory, its clock and its copy-bandwidth ceiling.
+//
+// Everything device-specific in the bench sits behind BenchDevice, so a CUDA device (device
+// memory, CUDA-event timing, graph replay) is one more implementation in bench/ and the cases,
+// the workload, the checks and the report stay as they are.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "kvcanary/tensor.h"
+
+namespace kvcanary::bench {
+
+// Median and spread of one timed loop, in microseconds.
+struct TimingStats {
+  double median_us = 0;
+  double min_us = 0;
+  double max_us = 0;
+  int reps = 0;
+};
+
+// REQUIRES: samples_us non-empty. An even count takes the mean of the two middle samples.
+TimingStats Summarize(std::vector<double> samples_us);
+
+// GB/s (10^9 bytes per second) of `bytes` moved in `us` microseconds.
+double GigabytesPerSecond(int64_t bytes, double us);
+
+// The copy ceiling ops are compared with. Its bandwidth counts bytes read plus bytes written.
+struct Ceiling {
+  std::string method;        // what was copied, e.g. "memcpy 1 GiB split over 2 threads"
+  int64_t bytes_copied = 0;  // one direction; the bandwidth counts twice this
+  TimingStats time;
+  double gbps = 0;
+};
+
+class BenchDevice {
+ public:
+  virtual ~BenchDevice() = default;
+
+  virtual Device device() const = 0;
+  virtual StreamHandle stream() const = 0;
+  // The report's first line: the device and its size (CPU model and cores; GPU name, SMs, clock,
+  // driver).
+  virtual std::string MachineLine() const = 0;
+
+  // `bytes` of device memory, 64-byte aligned, contents unspecified. Freed with the last owner.
+  virtual std::shared_ptr<void> Allocate(int64_t bytes) = 0;
+  // Safe to call from several host threads at once on disjoint ranges.
+  virtual void CopyToDevice(void* device_dst, const void* host_src, int64_t bytes) = 0;
+  virtual void CopyToHost(void* host_dst, const void* device_src, int64_t bytes) = 0;
+  // Waits until the work issued so far has finished (a no-op on the CPU).
+  virtual void Synchronize() = 0;
+
+  // Calls body() `warmup` times untimed, then `reps` times, clocking each call alone. body
+  // enqueues (CUDA) or runs (CPU) one repetition of the work.
+  virtual TimingStats Time(int warmup, int reps, const std::function<void()>& body) = 0;
+
+  // Times a copy of at least the size spec/bench.md requires (1 GiB on the CPU).
+  virtual Ceiling MeasureCeiling(int reps) = 0;
+};
+
+// The host: memory from the aligned heap, a steady clock, memcpy split over the cores.
+std::unique_ptr<BenchDevice> MakeCpuDevice();
+
+// The device named on the command line ("cpu" or "cuda"), or nullptr with `why_not` set when
+// this build cannot bench it.
+std::unique_ptr<BenchDevice> MakeBenchDevice(std::string_view name, std::string* why_not);
+
+}  // namespace kvcanary::bench

@@ -1,0 +1,65 @@
+// The batches a case rotates through while it is timed (spec/bench.md: rotate among input sets
+// larger than the caches), each holding every tensor its launches read and write, allocated and
+// bound once so a timed repetition only calls the ops.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <vector>
+
+#include "bench/cases.h"
+#include "bench/device_tensor.h"
+#include "bench/layout.h"
+#include "bench/pool.h"
+#include "kvcanary/kvcanary.h"
+
+namespace kvcanary::bench {
+
+// One cycle through a case's sets touches at least this much (when the table has the rows), far
+// more than any last-level cache, so no repetition finds its data cached by an earlier one.
+inline constexpr int64_t kRotationBytes = int64_t{512} << 20;
+inline constexpr int64_t kMinInputSets = 2;
+inline constexpr int64_t kMaxInputSets = 1024;
+
+// One batch: requests [first_request, first_request + batch) of the case's layout.
+struct InputSet {
+  int64_t first_request = 0;
+  int64_t verify_entries = 0;  // batch * prefix: what plan emits and verify checks
+  int64_t write_tokens = 0;    // batch * extend
+
+  // Plan inputs ([batch] int64 each; scratch [batch + 1]).
+  DeviceTensor req_pool_indices, prefix_lens, extend_seq_lens, scratch;
+  // Plan outputs: verify plan of capacity max(verify_entries, 1), write plan of capacity batch.
+  DeviceTensor verify_slots, verify_tokens, verify_positions, verify_prevs;
+  DeviceTensor verify_num_valid, verify_enable;
+  DeviceTensor write_offsets, write_seeds, write_num_valid_reqs;
+  // The forward's tokens ([batch * extend] int64 each).
+  DeviceTensor input_ids, positions, out_cache_loc;
+
+  PlanArgs plan_args;
+  // Indexed like kStepTags; BindMode points them at one real-data mode's contexts.
+  std::array<VerifyArgs, 4> verify_args;
+  std::array<WriteArgs, 4> write_args;
+};
+
+// The bytes one set's verify and write touch (partial mode).
+int64_t InputSetBytes(const BenchCase& shape);
+
+// Enough sets that a cycle touches kRotationBytes, clamped to [kMinInputSets, kMaxInputSets]
+// and to the requests the table has rows for. Throws std::invalid_argument if not even
+// kMinInputSets batches fit.
+int64_t NumInputSets(const Suite& suite, const BenchCase& shape);
+
+// REQUIRES: layout.num_requests() >= count * batch.
+std::vector<InputSet> MakeInputSets(const Pool& pool, const CaseLayout& layout, int64_t count);
+
+void BindMode(std::vector<InputSet>& sets, const Pool& pool, RealData mode);
+
+// One canary step as the runtime runs it (spec/bench.md, spec/runtime.md §5): plan, then verify
+// and write for (HEAD, K), (HEAD, V), (TAIL, K), (TAIL, V).
+void RunStep(const InputSet& set, StreamHandle stream);
+
+// Index of `tag` in kStepTags.
+int StepTagIndex(CanaryLaunchTag tag);
+
+}  // namespace kvcanary::bench

@@ -1,0 +1,110 @@
+// Table and JSON rendering of bench results.
+#include "bench/report.h"
+
+#include <cstdio>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "bench/byte_counts.h"
+
+namespace kvcanary::bench {
+namespace {
+
+std::string Format(const char* format, double value) {
+  char text[64];
+  std::snprintf(text, sizeof(text), format, value);
+  return text;
+}
+
+// Three significant figures or so, without wasting columns on large values.
+std::string Us(double us) { return Format(us < 10 ? "%.2f" : (us < 1000 ? "%.1f" : "%.0f"), us); }
+
+std::string Time(const TimingStats& t) {
+  return Us(t.median_us) + " (" + Us(t.min_us) + "–" + Us(t.max_us) + ")";
+}
+
+std::string Bandwidth(const OpResult& op) { return op.bytes == 0 ? "–" : Format("%.2f", op.gbps); }
+
+std::string Percent(const OpResult& op) {
+  return op.bytes == 0 ? "–" : Format("%.1f", op.ceiling_percent);
+}
+
+nlohmann::ordered_json TimeJson(const TimingStats& t) {
+  return {{"median_us", t.median_us}, {"min_us", t.min_us}, {"max_us", t.max_us}, {"reps", t.reps}};
+}
+
+nlohmann::ordered_json OpJson(const OpResult& op) {
+  nlohmann::ordered_json json = TimeJson(op.time);
+  json["bytes"] = op.bytes;
+  json["gbps"] = op.gbps;
+  json["ceiling_percent"] = op.ceiling_percent;
+  return json;
+}
+
+}  // namespace
+
+void PrintTable(std::ostream& out, const BenchResults& results) {
+  const Suite& suite = results.suite;
+  const Ceiling& ceiling = results.ceiling;
+  // Blank lines between the header lines keep them apart when the output is pasted as markdown.
+  out << "machine: " << results.machine << "\n\n";
+  out << "suite " << suite.name << " on " << results.device << ": pool " << suite.num_slots
+      << " slots, req_to_token " << suite.req_to_token_rows << " x " << suite.req_to_token_cols
+      << ", MHA FULL group, ring " << suite.ring_capacity << "; median (min–max) of "
+      << results.reps << " reps after " << results.warmup << " warm-up, µs\n\n";
+  out << "ceiling: " << ceiling.method << ": " << Format("%.2f", ceiling.gbps)
+      << " GB/s read+write, " << Time(ceiling.time) << " µs\n\n";
+  out << "| case | real KV | entries | tokens | plan µs | verify µs | verify GB/s | % ceil | "
+         "write µs | write GB/s | % ceil | step µs |\n";
+  out << "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n";
+  for (const CaseResult& r : results.cases) {
+    out << "| " << r.shape.name << " | " << RealDataName(r.real_data) << " | " << r.verify_entries
+        << " | " << r.write_tokens << " | " << Time(r.plan) << " | " << Time(r.verify.time) << " | "
+        << Bandwidth(r.verify) << " | " << Percent(r.verify) << " | " << Time(r.write.time) << " | "
+        << Bandwidth(r.write) << " | " << Percent(r.write) << " | " << Time(r.step) << " |\n";
+  }
+  out << "\nentries = verify entries (batch x prefix), tokens = written tokens (batch x extend). "
+         "verify and write: the TAIL K launch; bytes per entry "
+      << VerifyBytes(1, kCheckVerifyExpectedToken, 0) << " (none) / "
+      << VerifyBytes(1, kCheckVerifyExpectedToken, 1) << " (partial), per token "
+      << WriteBytes(1, 0) << " / " << WriteBytes(1, 1)
+      << ". step = plan + verify and write for HEAD K, HEAD V, TAIL K, TAIL V.\n";
+}
+
+void WriteJson(std::ostream& out, const BenchResults& results) {
+  const Suite& suite = results.suite;
+  nlohmann::ordered_json json;
+  json["machine"] = results.machine;
+  json["device"] = results.device;
+  json["suite"] = {{"name", suite.name},
+                   {"num_slots", suite.num_slots},
+                   {"req_to_token_rows", suite.req_to_token_rows},
+                   {"req_to_token_cols", suite.req_to_token_cols},
+                   {"ring_capacity", suite.ring_capacity},
+                   {"real_kv_bytes_per_token", suite.real_kv_bytes_per_token}};
+  json["reps"] = results.reps;
+  json["warmup"] = results.warmup;
+  json["ceiling"] = TimeJson(results.ceiling.time);
+  json["ceiling"]["method"] = results.ceiling.method;
+  json["ceiling"]["bytes_copied"] = results.ceiling.bytes_copied;
+  json["ceiling"]["gbps"] = results.ceiling.gbps;
+  json["cases"] = nlohmann::ordered_json::array();
+  for (const CaseResult& r : results.cases) {
+    json["cases"].push_back({{"case", r.shape.name},
+                             {"batch", r.shape.batch},
+                             {"prefix", r.shape.prefix},
+                             {"extend", r.shape.extend},
+                             {"real_kv", RealDataName(r.real_data)},
+                             {"input_sets", r.input_sets},
+                             {"verify_entries", r.verify_entries},
+                             {"write_tokens", r.write_tokens},
+                             {"plan", TimeJson(r.plan)},
+                             {"verify", OpJson(r.verify)},
+                             {"write", OpJson(r.write)},
+                             {"step", TimeJson(r.step)}});
+  }
+  out << json.dump(2) << "\n";
+}
+
+}  // namespace kvcanary::bench

@@ -1,0 +1,119 @@
+// The bench driver: sets each case up, checks it, times it.
+#include "bench/runner.h"
+
+#include <algorithm>
+#include <cstdint>
+
+#include "bench/byte_counts.h"
+#include "bench/checks.h"
+#include "bench/input_sets.h"
+#include "bench/layout.h"
+#include "bench/parallel.h"
+#include "bench/pool.h"
+#include "bench/records.h"
+
+namespace kvcanary::bench {
+namespace {
+
+constexpr int kWarmupReps = 2;
+constexpr int kCeilingReps = 20;
+constexpr uint64_t kSeed = 0x6B7663616E617279ull;  // "kvcanary"
+
+OpResult WithBytes(const TimingStats& time, int64_t bytes, const Ceiling& ceiling) {
+  OpResult result;
+  result.time = time;
+  result.bytes = bytes;
+  result.gbps = GigabytesPerSecond(bytes, time.median_us);
+  result.ceiling_percent = ceiling.gbps > 0 ? 100 * result.gbps / ceiling.gbps : 0;
+  return result;
+}
+
+// Times one case in one mode. Every repetition takes the next set of the rotation, so the data
+// it touches was last touched a whole cycle (>= kRotationBytes) ago, if ever since the check.
+CaseResult TimeCase(BenchDevice& device, const BenchResults& results,
+                    const std::vector<InputSet>& sets, RealData mode,
+                    const std::function<void(const std::string&)>& progress) {
+  const StreamHandle stream = device.stream();
+  const int tail_k = StepTagIndex(CanaryLaunchTag::kTailKFull);
+  size_t cursor = 0;
+  auto next = [&]() -> const InputSet& { return sets[cursor++ % sets.size()]; };
+  auto time = [&](const char* what, const std::function<void()>& body) {
+    progress(what);
+    return device.Time(results.warmup, results.reps, body);
+  };
+
+  CaseResult result;
+  result.real_data = mode;
+  result.input_sets = static_cast<int64_t>(sets.size());
+  result.verify_entries = sets[0].verify_entries;
+  result.write_tokens = sets[0].write_tokens;
+  result.plan = time("plan", [&] { Plan(next().plan_args, stream); });
+  const TimingStats verify = time("verify", [&] { Verify(next().verify_args[tail_k], stream); });
+  const TimingStats write = time("write", [&] { Write(next().write_args[tail_k], stream); });
+  result.step = time("step", [&] { RunStep(next(), stream); });
+
+  const int sources = Pool::NumSources(CanaryLaunchTag::kTailKFull, mode);
+  result.verify =
+      WithBytes(verify, VerifyBytes(result.verify_entries, kCheckVerifyExpectedToken, sources),
+                results.ceiling);
+  result.write = WithBytes(write, WriteBytes(result.write_tokens, sources), results.ceiling);
+  return result;
+}
+
+}  // namespace
+
+BenchResults RunSuite(BenchDevice& device, const Suite& suite, const RunOptions& options) {
+  auto progress = [&](const std::string& what) {
+    if (options.progress) options.progress(what);
+  };
+  BenchResults results;
+  results.machine = device.MachineLine();
+  results.device = options.device_name;
+  results.suite = suite;
+  results.reps = options.reps > 0 ? options.reps : suite.default_reps;
+  results.warmup = kWarmupReps;
+
+  // The ceiling first, while the pool is not allocated yet (the copy needs 2 GiB of its own), and
+  // with the spec's minimum of 20 repetitions whatever --reps says: each copies a gigabyte.
+  const int ceiling_reps = std::min(results.reps, kCeilingReps);
+  progress("ceiling: " + std::to_string(ceiling_reps) + " x 1 GiB copy");
+  results.ceiling = device.MeasureCeiling(ceiling_reps);
+  progress("allocating and filling the pool");
+  Pool pool(device, suite, kSeed);
+  Rng rng(kSeed);
+
+  const size_t total = suite.cases.size() * std::size(kRealDataModes);
+  size_t done = 0;
+  for (const BenchCase& shape : suite.cases) {
+    const std::string name = shape.name;
+    progress(name + ": writing valid records");
+    const int64_t num_sets = NumInputSets(suite, shape);
+    const CaseLayout layout(suite, shape, num_sets * shape.batch, rng);
+    StoreRequestRows(pool, layout);
+    const ValidRecordWriter writer(pool, layout);
+    writer.Run(CanaryLaunchTag::kHeadKFull, RealData::kNone);
+    writer.Run(CanaryLaunchTag::kHeadVFull, RealData::kNone);
+    std::vector<InputSet> sets = MakeInputSets(pool, layout, num_sets);
+
+    for (RealData mode : kRealDataModes) {
+      const std::string label = "[" + std::to_string(++done) + "/" + std::to_string(total) + "] " +
+                                name + " " + RealDataName(mode);
+      progress(label + ": checking");
+      // TAIL records carry this mode's fingerprints.
+      writer.Run(CanaryLaunchTag::kTailKFull, mode);
+      writer.Run(CanaryLaunchTag::kTailVFull, mode);
+      BindMode(sets, pool, mode);
+      CheckCase(pool, layout, sets, mode);
+      CaseResult result = TimeCase(device, results, sets, mode, [&](const std::string& what) {
+        progress(label + ": timing " + what);
+      });
+      CheckNoViolations(pool, "after timing " + label);
+      result.shape = shape;
+      results.cases.push_back(result);
+    }
+  }
+  progress("");
+  return results;
+}
+
+}  // namespace kvcanary::bench

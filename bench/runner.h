@@ -1,0 +1,56 @@
+// Runs a suite on a device (spec/bench.md "Method"): the copy ceiling, then every case in each
+// real-data mode, checked once and then timed op by op and as one whole step.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "bench/cases.h"
+#include "bench/device.h"
+
+namespace kvcanary::bench {
+
+// An op with a byte count: its time, the bytes it must touch, and the bandwidth that makes.
+struct OpResult {
+  TimingStats time;
+  int64_t bytes = 0;
+  double gbps = 0;
+  double ceiling_percent = 0;
+};
+
+struct CaseResult {
+  BenchCase shape;
+  RealData real_data = RealData::kNone;
+  int64_t input_sets = 0;      // batches rotated through
+  int64_t verify_entries = 0;  // per launch
+  int64_t write_tokens = 0;    // per launch
+  TimingStats plan;
+  OpResult verify;  // TAIL K: the launch that fingerprints in partial mode
+  OpResult write;   // TAIL K
+  TimingStats step;
+};
+
+struct BenchResults {
+  std::string machine;
+  std::string device;  // "cpu", "cuda"
+  Suite suite;
+  int reps = 0;
+  int warmup = 0;
+  Ceiling ceiling;
+  std::vector<CaseResult> cases;
+};
+
+struct RunOptions {
+  std::string device_name = "cpu";
+  int reps = 0;  // timed repetitions per loop; 0 = the suite's default
+  // Told what is running now; may be empty.
+  std::function<void(const std::string&)> progress;
+};
+
+// Throws CheckFailed when an output check fails, kvcanary::Error when an op rejects its
+// arguments (a bench bug), std::invalid_argument when a case cannot fit the suite.
+BenchResults RunSuite(BenchDevice& device, const Suite& suite, const RunOptions& options);
+
+}  // namespace kvcanary::bench

@@ -1,0 +1,93 @@
+// `kvcanary bench`: converts the arguments, runs the suite, prints the table (spec/bench.md).
+#include <unistd.h>
+
+#include <cstdio>
+#include <exception>
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <new>
+#include <string>
+
+#include "bench/checks.h"
+#include "bench/report.h"
+#include "bench/runner.h"
+#include "cli/command.h"
+
+namespace kvcanary::cli {
+namespace {
+
+struct BenchOptions {
+  std::string device = "cpu";
+  std::string suite = "standard";
+  std::string json_path;
+  int reps = 0;  // 0: the suite's default
+};
+
+int Fail(int status, const std::string& message) {
+  std::cerr << "kvcanary bench: " << message << std::endl;
+  return status;
+}
+
+// Progress goes to stderr only when a person watches it: redirected output stays clean.
+std::function<void(const std::string&)> ProgressPrinter() {
+  if (isatty(STDERR_FILENO) == 0) return nullptr;
+  return [](const std::string& what) {
+    std::fprintf(stderr, "\r\033[K%s", what.c_str());
+    std::fflush(stderr);
+  };
+}
+
+int RunBench(const BenchOptions& options) {
+  std::string why_not;
+  std::unique_ptr<bench::BenchDevice> device = bench::MakeBenchDevice(options.device, &why_not);
+  if (device == nullptr) return Fail(kExitUsage, why_not);
+  std::ofstream json;
+  if (!options.json_path.empty()) {
+    // Opened before hours of timing, so a bad path fails now.
+    json.open(options.json_path);
+    if (!json) return Fail(kExitUsage, "--json: cannot write " + options.json_path);
+  }
+  try {
+    bench::RunOptions run;
+    run.device_name = options.device;
+    run.reps = options.reps;
+    run.progress = ProgressPrinter();
+    const bench::BenchResults results =
+        bench::RunSuite(*device, bench::SuiteByName(options.suite), run);
+    bench::PrintTable(std::cout, results);
+    if (json.is_open()) {
+      bench::WriteJson(json, results);
+      if (!json) return Fail(kExitFailure, "--json: writing " + options.json_path + " failed");
+    }
+    return 0;
+  } catch (const bench::CheckFailed& error) {
+    return Fail(kExitFailure, std::string("output check failed: ") + error.what());
+  } catch (const std::bad_alloc&) {
+    return Fail(kExitFailure, "out of memory (suite " + options.suite + ")");
+  } catch (const std::exception& error) {
+    return Fail(kExitFailure, error.what());
+  }
+}
+
+}  // namespace
+
+Command AddBenchCommand(CLI::App& app) {
+  auto options = std::make_shared<BenchOptions>();
+  CLI::App* bench = app.add_subcommand(
+      "bench", "Time plan, verify, write and the whole canary step on fixed shapes");
+  bench->add_option("--device", options->device, "Where the ops run")
+      ->check(CLI::IsMember({"cpu", "cuda"}))
+      ->capture_default_str();
+  bench->add_option("--suite", options->suite, "Shapes: standard, or quick at 1/16 of the sizes")
+      ->check(CLI::IsMember(bench::SuiteNames()))
+      ->capture_default_str();
+  bench->add_option("--json", options->json_path, "Also write the numbers as JSON to PATH");
+  bench
+      ->add_option("--reps", options->reps,
+                   "Timed repetitions per loop, >= 20 (default: 50 quick, 20 standard)")
+      ->check(CLI::Range(20, 1000000));
+  return Command{bench, [options] { return RunBench(*options); }};
+}
+
+}  // namespace kvcanary::cli
