@@ -29,6 +29,21 @@ inline constexpr int64_t WriteBytes(int64_t tokens, int num_sources) {
   return tokens * (3 * int64_t{8} + kCanarySlotBytes + num_sources * kRealKvBlockBytes);
 }
 
+// Plan: per entry the four plan arrays written and the two req_to_token reads (slot, predecessor);
+// per row its three inputs read and its write-plan entries (offset, seed) written.
+inline constexpr int64_t PlanBytes(int64_t entries, int64_t rows) {
+  return entries * (4 * int64_t{8} + 2 * int64_t{4}) + rows * (3 + 2) * int64_t{8};
+}
+
+// One canary step: plan, then verify and write for HEAD K/V (no sources) and TAIL K/V
+// (`tail_sources` each).
+inline constexpr int64_t StepBytes(int64_t entries, int64_t rows, int64_t tokens, bool check_token,
+                                   int tail_sources) {
+  return PlanBytes(entries, rows) + 2 * VerifyBytes(entries, check_token, 0) +
+         2 * VerifyBytes(entries, check_token, tail_sources) + 2 * WriteBytes(tokens, 0) +
+         2 * WriteBytes(tokens, tail_sources);
+}
+
 static_assert(VerifyBytes(1, false, 0) == 88 && VerifyBytes(1, true, 1) == 112);
 static_assert(WriteBytes(1, 0) == 56 && WriteBytes(1, 1) == 72);
 

@@ -11,6 +11,7 @@
 
 #include "bench/device.h"
 #include "bench/parallel.h"
+#include "kvcanary/hash.h"
 
 namespace kvcanary::bench {
 namespace {
@@ -90,6 +91,15 @@ class CpuDevice final : public BenchDevice {
       samples[i] = std::chrono::duration<double, std::micro>(stop - start).count();
     }
     return Summarize(std::move(samples));
+  }
+
+  TimingStats TimeChainFloor(int reps, int64_t steps) override {
+    volatile uint64_t sink = 0;  // keeps the loop alive
+    return Time(1, reps, [&] {
+      uint64_t running = ChainHeadHash();
+      for (int64_t i = 0; i < steps; ++i) running = ChainStep(running, 1000 + i, i);
+      sink = running;
+    });
   }
 
   Ceiling MeasureCeiling(int reps) override {

@@ -21,17 +21,21 @@ double GigabytesPerSecond(int64_t bytes, double us) {
   return us > 0 ? static_cast<double>(bytes) / (us * 1e3) : 0;
 }
 
+TimingStats BenchDevice::TimeGraphs(int warmup, int reps, int num_bodies,
+                                    const std::function<void(int)>& body) {
+  int next = 0;
+  return Time(warmup, reps, [&] { body(next++ % num_bodies); });
+}
+
 std::unique_ptr<BenchDevice> MakeBenchDevice(std::string_view name, std::string* why_not) {
   if (name == "cpu") return MakeCpuDevice();
   if (name == "cuda") {
-    // The CUDA device (CUDA events, a >= 4 GiB device copy, the step as one replayed graph)
-    // implements BenchDevice in its own file here; until then say why there is none.
 #if defined(KVC_HAVE_CUDA)
-    *why_not = "the CUDA timer is not written yet (this build has the CUDA backend)";
+    return MakeCudaDevice(why_not);
 #else
     *why_not = "this build has no CUDA backend";
-#endif
     return nullptr;
+#endif
   }
   *why_not = "unknown device '" + std::string(name) + "'";
   return nullptr;

@@ -60,12 +60,23 @@ class BenchDevice {
   // enqueues (CUDA) or runs (CPU) one repetition of the work.
   virtual TimingStats Time(int warmup, int reps, const std::function<void()>& body) = 0;
 
-  // Times a copy of at least the size spec/bench.md requires (1 GiB on the CPU).
+  // Times a copy of at least the size spec/bench.md requires (1 GiB on the CPU, 4 GiB on CUDA).
   virtual Ceiling MeasureCeiling(int reps) = 0;
+
+  // Times `reps` runs of body(i % num_bodies) the way the runtime runs a step: the CUDA device
+  // captures each body once into a graph and times its replays; the CPU simply calls it.
+  virtual TimingStats TimeGraphs(int warmup, int reps, int num_bodies,
+                                 const std::function<void(int)>& body);
+
+  // Times one thread stepping the chain hash `steps` times on registers and nothing else: the
+  // serial floor of writing `steps` tokens of one request.
+  virtual TimingStats TimeChainFloor(int reps, int64_t steps) = 0;
 };
 
 // The host: memory from the aligned heap, a steady clock, memcpy split over the cores.
 std::unique_ptr<BenchDevice> MakeCpuDevice();
+// The first CUDA device, or nullptr with `why_not` set when there is none.
+std::unique_ptr<BenchDevice> MakeCudaDevice(std::string* why_not);
 
 // The device named on the command line ("cpu" or "cuda"), or nullptr with `why_not` set when
 // this build cannot bench it.

@@ -122,9 +122,15 @@ void BindMode(std::vector<InputSet>& sets, const Pool& pool, RealData mode) {
 
 void RunStep(const InputSet& set, StreamHandle stream) {
   Plan(set.plan_args, stream);
-  for (int t = 0; t < 4; ++t) {
-    Verify(set.verify_args[t], stream);
-    Write(set.write_args[t], stream);
+  // kStepTags holds (HEAD K, HEAD V, TAIL K, TAIL V): each endpoint's K launch carries its V half
+  // as the paired context, so the plan is read once per endpoint and the two chains overlap.
+  for (int k = 0; k < 4; k += 2) {
+    VerifyArgs verify = set.verify_args[k];
+    verify.paired_context = set.verify_args[k + 1].context;
+    Verify(verify, stream);
+    WriteArgs write = set.write_args[k];
+    write.paired_context = set.write_args[k + 1].context;
+    Write(write, stream);
   }
 }
 

@@ -56,7 +56,7 @@ std::vector<InputSet> MakeInputSets(const Pool& pool, const CaseLayout& layout, 
 void BindMode(std::vector<InputSet>& sets, const Pool& pool, RealData mode);
 
 // One canary step as the runtime runs it (spec/bench.md, spec/runtime.md §5): plan, then verify
-// and write for (HEAD, K), (HEAD, V), (TAIL, K), (TAIL, V).
+// and write for HEAD and for TAIL, each a paired K/V launch.
 void RunStep(const InputSet& set, StreamHandle stream);
 
 // Index of `tag` in kStepTags.

@@ -17,6 +17,7 @@ namespace {
 
 constexpr int kWarmupReps = 2;
 constexpr int kCeilingReps = 20;
+constexpr size_t kMaxStepGraphs = 64;
 constexpr uint64_t kSeed = 0x6B7663616E617279ull;  // "kvcanary"
 
 OpResult WithBytes(const TimingStats& time, int64_t bytes, const Ceiling& ceiling) {
@@ -30,7 +31,7 @@ OpResult WithBytes(const TimingStats& time, int64_t bytes, const Ceiling& ceilin
 
 // Times one case in one mode. Every repetition takes the next set of the rotation, so the data
 // it touches was last touched a whole cycle (>= kRotationBytes) ago, if ever since the check.
-CaseResult TimeCase(BenchDevice& device, const BenchResults& results,
+CaseResult TimeCase(BenchDevice& device, const BenchResults& results, const BenchCase& shape,
                     const std::vector<InputSet>& sets, RealData mode,
                     const std::function<void(const std::string&)>& progress) {
   const StreamHandle stream = device.stream();
@@ -43,6 +44,7 @@ CaseResult TimeCase(BenchDevice& device, const BenchResults& results,
   };
 
   CaseResult result;
+  result.shape = shape;
   result.real_data = mode;
   result.input_sets = static_cast<int64_t>(sets.size());
   result.verify_entries = sets[0].verify_entries;
@@ -50,13 +52,25 @@ CaseResult TimeCase(BenchDevice& device, const BenchResults& results,
   result.plan = time("plan", [&] { Plan(next().plan_args, stream); });
   const TimingStats verify = time("verify", [&] { Verify(next().verify_args[tail_k], stream); });
   const TimingStats write = time("write", [&] { Write(next().write_args[tail_k], stream); });
-  result.step = time("step", [&] { RunStep(next(), stream); });
+  progress("step");
+  // One graph per set, up to a bound that keeps capture and instantiation quick.
+  const int graphs = static_cast<int>(std::min<size_t>(sets.size(), kMaxStepGraphs));
+  result.step = device.TimeGraphs(results.warmup, results.reps, graphs,
+                                  [&](int b) { RunStep(sets[b], stream); });
+  if (sets[0].write_tokens > 0 && result.verify_entries == 0) {
+    progress("chain floor");
+    result.chain_floor = device.TimeChainFloor(results.reps, result.write_tokens);
+  }
 
   const int sources = Pool::NumSources(CanaryLaunchTag::kTailKFull, mode);
   result.verify =
       WithBytes(verify, VerifyBytes(result.verify_entries, kCheckVerifyExpectedToken, sources),
                 results.ceiling);
   result.write = WithBytes(write, WriteBytes(result.write_tokens, sources), results.ceiling);
+  result.step_bytes = StepBytes(result.verify_entries, shape.batch,
+                                result.write_tokens, kCheckVerifyExpectedToken, sources);
+  result.step_floor_us =
+      results.ceiling.gbps > 0 ? result.step_bytes / (results.ceiling.gbps * 1e3) : 0;
   return result;
 }
 
@@ -104,11 +118,10 @@ BenchResults RunSuite(BenchDevice& device, const Suite& suite, const RunOptions&
       writer.Run(CanaryLaunchTag::kTailVFull, mode);
       BindMode(sets, pool, mode);
       CheckCase(pool, layout, sets, mode);
-      CaseResult result = TimeCase(device, results, sets, mode, [&](const std::string& what) {
+      CaseResult result = TimeCase(device, results, shape, sets, mode, [&](const std::string& what) {
         progress(label + ": timing " + what);
       });
       CheckNoViolations(pool, "after timing " + label);
-      result.shape = shape;
       results.cases.push_back(result);
     }
   }

@@ -29,7 +29,10 @@ struct CaseResult {
   TimingStats plan;
   OpResult verify;  // TAIL K: the launch that fingerprints in partial mode
   OpResult write;   // TAIL K
-  TimingStats step;
+  TimingStats step;        // one graph replay on CUDA
+  int64_t step_bytes = 0;  // StepBytes of this case
+  double step_floor_us = 0;  // step_bytes over the ceiling
+  TimingStats chain_floor;   // one-request cases: the serial floor of the write (reps = 0: none)
 };
 
 struct BenchResults {

@@ -1,0 +1,28 @@
+// The floor of a prefill write: one thread stepping the chain hash over registers, nothing else.
+// The chain is the one serial dependency of the write op (each record's prev_hash is the hash of
+// the one before), so no write of n tokens can beat n of these steps.
+#include <cuda_runtime.h>
+
+#include "bench/chain_floor.h"
+#include "kvcanary/hash.h"
+
+namespace kvcanary::bench {
+namespace {
+
+__global__ void ChainFloorKernel(uint64_t seed, int64_t steps, uint64_t* out) {
+  uint64_t running = seed;
+  for (int64_t i = 0; i < steps; ++i) {
+    running = ChainStep(running, 1000 + i, i);
+  }
+  *out = running;  // keeps the loop alive
+}
+
+}  // namespace
+
+int LaunchChainFloor(int64_t steps, uint64_t* device_out, void* stream) {
+  ChainFloorKernel<<<1, 1, 0, static_cast<cudaStream_t>(stream)>>>(ChainHeadHash(), steps,
+                                                                   device_out);
+  return static_cast<int>(cudaGetLastError());
+}
+
+}  // namespace kvcanary::bench

@@ -1,0 +1,12 @@
+// The serial floor of the write op on a GPU (see chain_floor.cu).
+#pragma once
+
+#include <cstdint>
+
+namespace kvcanary::bench {
+
+// Enqueues one thread that runs `steps` chain steps on registers and stores the result in
+// device_out. Returns the cudaError_t of the launch.
+int LaunchChainFloor(int64_t steps, uint64_t* device_out, void* stream);
+
+}  // namespace kvcanary::bench
