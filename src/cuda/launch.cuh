@@ -52,6 +52,10 @@ int PersistentGrid(Kernel kernel, int threads, int64_t max_items) {
   return static_cast<int>(needed < 1 ? 1 : (needed < full ? needed : full));
 }
 
+// Kernels take their params as `const __grid_constant__` values: they read fields through
+// references, and a reference to a plain kernel parameter would copy the whole struct into local
+// memory.
+
 // Reserves seq = write_index++ and stores the row when seq lies in [0, capacity). The system-scope
 // fence makes the row visible to the host no later than the end of the launch (spec §5).
 __device__ inline void RecordViolation(const LaunchParams& launch, const ViolationRow& row) {

@@ -17,7 +17,7 @@ inline constexpr int kEntriesThreads = 256;
 // Stage 1. zero_write_tail: also zero write_offsets[bs+1 ..] (the fused plan does; SGLang's
 // separate offsets stage leaves them to the caller).
 __global__ void __launch_bounds__(kOffsetsThreads)
-    PlanOffsetsKernel(const PlanOffsetsParams p, bool zero_write_tail) {
+    PlanOffsetsKernel(const __grid_constant__ PlanOffsetsParams p, bool zero_write_tail) {
   using Scan = cub::BlockScan<unsigned long long, kOffsetsThreads>;
   __shared__ typename Scan::TempStorage scan_storage;
   const int64_t bs = p.in.bs;
@@ -72,7 +72,7 @@ __device__ inline int64_t RowOfEntry(const int64_t* scratch, int64_t bs, int64_t
 
 // Stage 2. A total above the capacity with enable set breaks the offsets/entries contract: the
 // separate entries op traps as SGLang does (the fused plan never gets there: it clears enable).
-__global__ void __launch_bounds__(kEntriesThreads) PlanEntriesKernel(const PlanEntriesParams p) {
+__global__ void __launch_bounds__(kEntriesThreads) PlanEntriesKernel(const __grid_constant__ PlanEntriesParams p) {
   const int64_t bs = p.in.bs;
   const int64_t total = p.scratch[bs];
   if (total <= 0 || *p.enable == 0 || bs <= 0) return;

@@ -10,7 +10,7 @@ namespace kvcanary::cuda {
 
 inline constexpr int kScatterThreads = 256;
 
-__global__ void __launch_bounds__(kScatterThreads) ScatterKernel(const ScatterParams p) {
+__global__ void __launch_bounds__(kScatterThreads) ScatterKernel(const __grid_constant__ ScatterParams p) {
   if (p.bs == 0 || p.total == 0) return;
   for (int64_t r = blockIdx.x; r < p.bs; r += gridDim.x) {
     const int64_t rp = p.req_pool_indices[r * p.req_pool_indices_stride];
@@ -27,7 +27,7 @@ __global__ void __launch_bounds__(kScatterThreads) ScatterKernel(const ScatterPa
   }
 }
 
-__global__ void SwaTranslateKernel(const SwaTranslateParams p) {
+__global__ void SwaTranslateKernel(const __grid_constant__ SwaTranslateParams p) {
   const int64_t stride = int64_t{gridDim.x} * blockDim.x;
   for (int64_t i = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; i < p.n; i += stride) {
     p.out[i] = TranslateSlot(p.lut, p.in[i]);

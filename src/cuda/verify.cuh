@@ -13,13 +13,14 @@ namespace kvcanary::cuda {
 
 inline constexpr int kVerifyThreads = 256;
 inline constexpr int kMaxVerifyHalves = 2;
+inline constexpr int kEntriesPerThread = 4;
 
 struct VerifyHalves {
   VerifyParams half[kMaxVerifyHalves];  // half[1] only when num_halves == 2
   int num_halves = 1;
 };
 
-__global__ void __launch_bounds__(kVerifyThreads) VerifyKernel(const VerifyHalves v) {
+__global__ void __launch_bounds__(kVerifyThreads) VerifyKernel(const __grid_constant__ VerifyHalves v) {
   const VerifyParams& p = v.half[0];  // the plan is shared by the halves
   const int64_t stride = int64_t{gridDim.x} * blockDim.x;
   const int64_t first = int64_t{blockIdx.x} * blockDim.x + threadIdx.x;
@@ -29,10 +30,25 @@ __global__ void __launch_bounds__(kVerifyThreads) VerifyKernel(const VerifyHalve
     AddToCounter(v.half[first].launch.kernel_run_counter, 1);  // every launch, enabled or not
     if (enabled) AddToCounter(v.half[first].launch.slot_run_counter, n);
   }
-  for (int64_t e = first; e < n; e += stride) {
+  // Each thread checks kEntriesPerThread entries per round, first all their loads (no store can
+  // come between them, so the compiler keeps every load in flight at once), then records the rare
+  // failures, re-running the check of a failing entry to build its row.
+  for (int64_t base = first; base < n; base += kEntriesPerThread * stride) {
     for (int h = 0; h < v.num_halves; ++h) {
-      ViolationRow row;
-      if (CheckVerifyEntry(v.half[h], e, &row) != 0) RecordViolation(v.half[h].launch, row);
+      int64_t bits[kEntriesPerThread];
+#pragma unroll
+      for (int j = 0; j < kEntriesPerThread; ++j) {
+        const int64_t e = base + j * stride;
+        ViolationRow unused;
+        bits[j] = e < n ? CheckVerifyEntry(v.half[h], e, &unused) : 0;
+      }
+#pragma unroll
+      for (int j = 0; j < kEntriesPerThread; ++j) {
+        if (bits[j] == 0) continue;
+        ViolationRow row;
+        CheckVerifyEntry(v.half[h], base + j * stride, &row);
+        RecordViolation(v.half[h].launch, row);
+      }
     }
   }
 }
@@ -40,7 +56,8 @@ __global__ void __launch_bounds__(kVerifyThreads) VerifyKernel(const VerifyHalve
 // Enqueues the verify of `v` on `stream`. REQUIRES: validated params; the current device is the
 // tensors' device.
 inline cudaError_t LaunchVerify(const VerifyHalves& v, cudaStream_t stream) {
-  const int blocks = PersistentGrid(VerifyKernel, kVerifyThreads, v.half[0].capacity);
+  const int blocks = PersistentGrid(VerifyKernel, kVerifyThreads,
+                                    (v.half[0].capacity + kEntriesPerThread - 1) / kEntriesPerThread);
   VerifyKernel<<<blocks, kVerifyThreads, 0, stream>>>(v);
   return cudaGetLastError();
 }

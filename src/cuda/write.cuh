@@ -24,7 +24,7 @@ struct WriteHalves {
   int num_halves = 1;
 };
 
-__global__ void __launch_bounds__(kWriteThreads) WriteKernel(const WriteHalves w) {
+__global__ void __launch_bounds__(kWriteThreads) WriteKernel(const __grid_constant__ WriteHalves w) {
   __shared__ int64_t tokens[kWriteTile];
   __shared__ int64_t positions[kWriteTile];
   __shared__ int64_t slots[kWriteTile];
@@ -59,13 +59,41 @@ __global__ void __launch_bounds__(kWriteThreads) WriteKernel(const WriteHalves w
       __syncthreads();
       if (runs_chain) {
         const WriteParams& half = w.half[chain_half];
-        auto record = [&](const ViolationRow& row) { RecordViolation(half.launch, row); };
-        for (int k = 0; k < count; ++k) {
-          const int64_t slot = slots[k];
-          if (slot < 0 || slot >= half.launch.num_slots) continue;  // skipped: chain stays
-          ++written;
-          prev_hashes[chain_half][k] =
-              AdvanceChain(half, tile + k, slot, tokens[k], positions[k], &state, record);
+        const int64_t num_slots = half.launch.num_slots;
+        int64_t* prev = prev_hashes[chain_half];
+        if (half.input_assert || state.chain_assert) {
+          auto record = [&](const ViolationRow& row) { RecordViolation(half.launch, row); };
+          for (int k = 0; k < count; ++k) {
+            const int64_t slot = slots[k];
+            if (slot < 0 || slot >= num_slots) continue;  // skipped: the chain stays
+            ++written;
+            prev[k] = AdvanceChain(half, tile + k, slot, tokens[k], positions[k], &state, record);
+          }
+        } else {
+          // No assert can fire: only the chain itself is serial. A group of staged tokens is
+          // loaded into registers before any of its chain steps, so shared-memory latency is
+          // paid once per group instead of once per token (the stores to `prev` may alias the
+          // staging arrays as far as the compiler knows, so it would not hoist the loads itself).
+          constexpr int kGroup = 8;
+          uint64_t running = state.running;
+          for (int base = 0; base < count; base += kGroup) {
+            int64_t group_slots[kGroup], group_tokens[kGroup], group_positions[kGroup];
+#pragma unroll
+            for (int j = 0; j < kGroup; ++j) {
+              const bool in_tile = base + j < count;
+              group_slots[j] = in_tile ? slots[base + j] : -1;
+              group_tokens[j] = in_tile ? tokens[base + j] : 0;
+              group_positions[j] = in_tile ? positions[base + j] : 0;
+            }
+#pragma unroll
+            for (int j = 0; j < kGroup; ++j) {
+              if (group_slots[j] < 0 || group_slots[j] >= num_slots) continue;  // chain stays
+              ++written;
+              prev[base + j] = ToSigned(running);
+              running = ChainStep(running, group_tokens[j], group_positions[j]);
+            }
+          }
+          state.running = running;
         }
       }
       __syncthreads();
