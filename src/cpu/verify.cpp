@@ -9,6 +9,18 @@
 #include "core/wrap.h"
 
 namespace kvcanary::cpu {
+namespace {
+
+constexpr int64_t kPrefetchDistance = 16;
+
+void PrefetchRecord(const VerifyParams& params, int64_t e) {
+  const int64_t slot = params.slot_indices[e];
+  if (slot > 0 && slot < params.launch.num_slots) {
+    __builtin_prefetch(params.launch.canary + slot * params.launch.slot_stride_bytes);
+  }
+}
+
+}  // namespace
 
 void Verify(const VerifyParams& params) {
   const LaunchParams& launch = params.launch;
@@ -21,6 +33,9 @@ void Verify(const VerifyParams& params) {
   std::vector<std::vector<ViolationRow>> found(chunks);
   ForEachChunk(n, chunks, [&](int chunk, int64_t begin, int64_t end) {
     for (int64_t e = begin; e < end; ++e) {
+      // Records are random 32-byte reads: asking for the one kPrefetchDistance entries ahead keeps
+      // several cache misses in flight instead of one (a hint only; results cannot change).
+      if (e + kPrefetchDistance < end) PrefetchRecord(params, e + kPrefetchDistance);
       ViolationRow row;
       if (CheckVerifyEntry(params, e, &row) != 0) found[chunk].push_back(row);
     }

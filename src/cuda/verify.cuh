@@ -56,8 +56,8 @@ __global__ void __launch_bounds__(kVerifyThreads) VerifyKernel(const __grid_cons
 // Enqueues the verify of `v` on `stream`. REQUIRES: validated params; the current device is the
 // tensors' device.
 inline cudaError_t LaunchVerify(const VerifyHalves& v, cudaStream_t stream) {
-  const int blocks = PersistentGrid(VerifyKernel, kVerifyThreads,
-                                    (v.half[0].capacity + kEntriesPerThread - 1) / kEntriesPerThread);
+  // Sized by entries, not rounds: small plans still spread over many SMs.
+  const int blocks = PersistentGrid(VerifyKernel, kVerifyThreads, v.half[0].capacity);
   VerifyKernel<<<blocks, kVerifyThreads, 0, stream>>>(v);
   return cudaGetLastError();
 }

@@ -85,12 +85,16 @@ __global__ void __launch_bounds__(kWriteThreads) WriteKernel(const __grid_consta
               group_tokens[j] = in_tile ? tokens[base + j] : 0;
               group_positions[j] = in_tile ? positions[base + j] : 0;
             }
+            // Branch-free, so the compiler may interleave the group's loads and stores with the
+            // chain: a skipped token's step is computed and discarded (the chain stays), and its
+            // prev entry is never stored to a record.
 #pragma unroll
             for (int j = 0; j < kGroup; ++j) {
-              if (group_slots[j] < 0 || group_slots[j] >= num_slots) continue;  // chain stays
-              ++written;
+              const bool valid = group_slots[j] >= 0 && group_slots[j] < num_slots;
               prev[base + j] = ToSigned(running);
-              running = ChainStep(running, group_tokens[j], group_positions[j]);
+              const uint64_t stepped = ChainStep(running, group_tokens[j], group_positions[j]);
+              running = valid ? stepped : running;
+              written += valid ? 1 : 0;
             }
           }
           state.running = running;
