@@ -14,71 +14,12 @@
 
 #include "kvcanary/kvcanary.h"
 #include "testutil.h"
+#include "validation_util.h"
 
 namespace kvcanary::testing {
 namespace {
 
-constexpr uint8_t kPoisonByte = 0x5A;
-constexpr int64_t kPoison = 0x5A5A5A5A5A5A5A5A;
-constexpr int64_t kVerifyCapacity = 16;
-constexpr int64_t kWriteCapacity = 4;
-constexpr int64_t kLutBase = 1000;
-constexpr int64_t kLutLen = 64;
 constexpr int64_t kMaxCount = 2147483647;
-
-template <typename T>
-void Poison(HostTensor<T>& t) {
-  std::memset(t.data(), kPoisonByte, t.bytes());
-}
-
-template <typename T>
-HostTensor<T> Poisoned(std::vector<int64_t> shape) {
-  HostTensor<T> t(std::move(shape));
-  Poison(t);
-  return t;
-}
-
-// The same memory, claimed to live on `device`. The op must raise before it touches the memory,
-// so no GPU is needed.
-TensorView OnDevice(const TensorView& view, Device device) {
-  std::vector<int64_t> shape;
-  std::vector<int64_t> strides;
-  for (int d = 0; d < view.ndim(); ++d) {
-    shape.push_back(view.size(d));
-    strides.push_back(view.stride(d));
-  }
-  return TensorView(view.data(), view.dtype(), device, shape, strides, view.writable());
-}
-
-TensorView OnCuda(const TensorView& view) { return OnDevice(view, Device::CUDA(0)); }
-
-template <typename T>
-int64_t NumElements(const HostTensor<T>& t) {
-  return static_cast<int64_t>(t.bytes() / sizeof(T));
-}
-
-// The elements of `t`, for comparisons.
-template <typename T>
-std::vector<T> Values(const HostTensor<T>& t) {
-  std::vector<T> out;
-  for (int64_t i = 0; i < NumElements(t); ++i) out.push_back(t[i]);
-  return out;
-}
-
-// A non-contiguous 1-D view: every other element of `backing`.
-template <typename T>
-TensorView EveryOther(const HostTensor<T>& backing) {
-  return backing.view({NumElements(backing) / 2}, {2});
-}
-
-// req_to_token[row, col], distinct per cell and below kLutLen.
-int64_t TableSlot(int64_t row, int64_t col) { return 10 * row + col + 1; }
-// The SWA LUT maps slot s to kLutBase + s, so every emitted slot shows it was translated.
-int64_t Translated(int64_t slot) { return slot < 0 ? slot : kLutBase + slot; }
-// The expected-token pool's value at (row, position).
-int32_t PoolToken(int64_t row, int64_t position) {
-  return static_cast<int32_t>(500 + 10 * row + position);
-}
 
 // A valid call: bs=2 live rows on req_to_token rows 1 and 2 with prefixes 3 and 2 and extends 2
 // and 1 (T = 5 verify entries), a [4, 8] table, verify capacity 16, write capacity 4, and every
@@ -608,15 +549,13 @@ TEST(PlanValidation, G8ScratchReadOnlyRaises) {
 void AllOnDevice(Device device, PlanArgs& args) {
   VerifyPlanView& v = args.verify_plan_out;
   WritePlanView& w = args.write_plan_out;
-  for (TensorView* t :
-       {&v.verify_slot_indices, &v.verify_expected_tokens, &v.verify_expected_positions,
-        &v.verify_prev_slot_indices, &v.verify_num_valid, &v.enable, &w.write_offsets,
-        &w.write_seed_slot_indices, &w.write_num_valid_reqs, &args.req_pool_indices,
-        &args.prefix_lens, &args.extend_seq_lens, &args.req_to_token,
-        &args.full_to_swa_index_mapping, &args.req_to_verify_expected_tokens,
-        &args.req_to_verify_expected_tokens_valid_lens, &args.verify_offsets_scratch}) {
-    if (t->defined()) *t = OnDevice(*t, device);
-  }
+  MoveToDevice(device,
+               {&v.verify_slot_indices, &v.verify_expected_tokens, &v.verify_expected_positions,
+                &v.verify_prev_slot_indices, &v.verify_num_valid, &v.enable, &w.write_offsets,
+                &w.write_seed_slot_indices, &w.write_num_valid_reqs, &args.req_pool_indices,
+                &args.prefix_lens, &args.extend_seq_lens, &args.req_to_token,
+                &args.full_to_swa_index_mapping, &args.req_to_verify_expected_tokens,
+                &args.req_to_verify_expected_tokens_valid_lens, &args.verify_offsets_scratch});
 }
 
 // DLPack's Metal: supported by no build.
@@ -639,19 +578,7 @@ TEST(PlanValidation, G9AllOnCudaWithoutBackendRaises) {
 }
 #endif
 
-// D10: the C++ API reads req_to_token through its row stride. The table below is a [4, 8] view
-// with row stride 16 over a [4, 16] buffer whose columns 8-15 hold a marker a reader that ignores
-// the stride would pick up.
-struct WideTable {
-  WideTable() : buffer({4, 16}, -77) {
-    for (int64_t r = 0; r < 4; ++r) {
-      for (int64_t c = 0; c < 8; ++c) buffer.at(r, c) = static_cast<int32_t>(TableSlot(r, c));
-    }
-  }
-  TensorView Sliced() const { return buffer.view({4, 8}, {16, 1}); }
-  HostTensor<int32_t> buffer;
-};
-
+// D10: the C++ API reads req_to_token through its row stride (WideTable).
 TEST(PlanValidation, D10SlicedReqToTokenReadsTheRightRows) {
   PlanCase c;
   const WideTable table;

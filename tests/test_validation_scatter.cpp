@@ -10,19 +10,10 @@
 
 #include "kvcanary/scatter.h"
 #include "testutil.h"
+#include "validation_util.h"
 
 namespace kvcanary::testing {
 namespace {
-
-// The memory of `t` declared as another dtype or device; host memory that the op never touches.
-template <typename T>
-TensorView Recast(const HostTensor<T>& t, DType dtype, Device device = Device::CPU()) {
-  return TensorView(const_cast<T*>(t.values().data()), dtype, device, t.shape());
-}
-template <typename T>
-TensorView OnCuda(const HostTensor<T>& t) {
-  return Recast(t, DTypeOf<T>(), Device::CUDA(0));
-}
 
 class ScatterValidation : public ::testing::Test {
  protected:

@@ -15,30 +15,12 @@
 #include "kvcanary/hash.h"
 #include "kvcanary/verify.h"
 #include "testutil.h"
+#include "validation_util.h"
 
 namespace kvcanary::testing {
 namespace {
 
 constexpr int32_t kModeAll = static_cast<int32_t>(RealKvHashMode::kAll);
-
-// `t` as if it lived on cuda:0. The memory stays host memory: the op must raise before it.
-TensorView OnCuda(const TensorView& t) {
-  std::vector<int64_t> shape, strides;
-  for (int d = 0; d < t.ndim(); ++d) shape.push_back(t.size(d)), strides.push_back(t.stride(d));
-  return TensorView(t.data(), t.dtype(), Device::CUDA(0), shape, strides, t.writable());
-}
-
-// `t` (1-D, >= 3 elements) read with stride 2: a view torch calls non-contiguous.
-template <typename T>
-TensorView Gapped(const HostTensor<T>& t) {
-  return t.view({(t.shape()[0] + 1) / 2}, {2});
-}
-
-// The memory of `t` declared as `dtype` (for dtype checks; never read).
-template <typename T>
-TensorView Recast(const HostTensor<T>& t, DType dtype) {
-  return TensorView(const_cast<T*>(t.values().data()), dtype, Device::CPU(), t.shape());
-}
 
 class VerifyValidation : public ::testing::Test {
  protected:

@@ -9,26 +9,10 @@
 #include "kvcanary/context.h"
 #include "kvcanary/write.h"
 #include "testutil.h"
+#include "validation_util.h"
 
 namespace kvcanary::testing {
 namespace {
-
-// The memory of `t` seen with another dtype, device or writability. Host memory throughout: the
-// op must raise before it reads or writes any of it.
-template <typename T>
-TensorView Recast(const HostTensor<T>& t, DType dtype, Device device = Device::CPU()) {
-  return TensorView(const_cast<T*>(t.values().data()), dtype, device, t.shape());
-}
-template <typename T>
-TensorView OnCuda(const HostTensor<T>& t) {
-  return Recast(t, DTypeOf<T>(), Device::CUDA(0));
-}
-
-// `t` (1-D, >= 3 elements) read with stride 2: a view torch calls non-contiguous.
-template <typename T>
-TensorView Gapped(const HostTensor<T>& t) {
-  return t.view({(t.shape()[0] + 1) / 2}, {2});
-}
 
 class WriteValidation : public ::testing::Test {
  protected:
