@@ -32,6 +32,20 @@ void CheckContextWritable(const LaunchContext& context);
 // different canary buffers.
 void CheckPairIsDistinct(const LaunchContext& context, const LaunchContext& paired);
 
+// Runs validate(args) and, when args carries a paired context, validate() of the same args with
+// the pair as the context, then CheckPairIsDistinct: a paired launch writes nothing unless both
+// halves are valid. Args is VerifyArgs or WriteArgs.
+template <typename Args, typename Validate>
+void ValidateWithPair(const Args& args, Validate&& validate) {
+  validate(args);
+  if (!args.paired_context.has_value()) return;
+  Args paired = args;
+  paired.context = *args.paired_context;
+  paired.paired_context.reset();
+  validate(paired);
+  CheckPairIsDistinct(args.context, *args.paired_context);
+}
+
 LaunchParams LaunchParamsOf(const LaunchContext& context);
 
 }  // namespace kvcanary

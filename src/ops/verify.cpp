@@ -84,14 +84,7 @@ VerifyParams ParamsOf(const VerifyArgs& args, const LaunchContext& context) {
 }  // namespace
 
 void Verify(const VerifyArgs& args, StreamHandle stream) {
-  Validate(args);
-  if (args.paired_context.has_value()) {
-    VerifyArgs paired = args;
-    paired.context = *args.paired_context;
-    paired.paired_context.reset();
-    Validate(paired);
-    CheckPairIsDistinct(args.context, *args.paired_context);
-  }
+  ValidateWithPair(args, [](const auto& half) { Validate(half); });
   const VerifyParams params = ParamsOf(args, args.context);
   const bool has_pair = args.paired_context.has_value();
   const VerifyParams paired_params = has_pair ? ParamsOf(args, *args.paired_context) : params;

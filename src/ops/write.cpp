@@ -124,14 +124,7 @@ WriteParams ParamsOf(const WriteArgs& args, const LaunchContext& context) {
 }  // namespace
 
 void Write(const WriteArgs& args, StreamHandle stream) {
-  Validate(args);
-  if (args.paired_context.has_value()) {
-    WriteArgs paired = args;
-    paired.context = *args.paired_context;
-    paired.paired_context.reset();
-    Validate(paired);
-    CheckPairIsDistinct(args.context, *args.paired_context);
-  }
+  ValidateWithPair(args, [](const auto& half) { Validate(half); });
   const WriteParams params = ParamsOf(args, args.context);
   const bool has_pair = args.paired_context.has_value();
   const WriteParams paired_params = has_pair ? ParamsOf(args, *args.paired_context) : params;
