@@ -1,6 +1,6 @@
 // The per-row chain of the write operation (spec/kernels.md §9), shared by both backends. Only the
 // running hash is serial; a backend may compute the real-KV fingerprints of a row's tokens in
-// parallel and feed them to WriteToken in order.
+// parallel and feed them to AdvanceChain in order.
 #pragma once
 
 #include <cstdint>

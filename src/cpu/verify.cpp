@@ -3,10 +3,10 @@
 #include <vector>
 
 #include "core/verify_math.h"
+#include "core/wrap.h"
 #include "cpu/backend.h"
 #include "cpu/parallel.h"
 #include "cpu/ring.h"
-#include "core/wrap.h"
 
 namespace kvcanary::cpu {
 namespace {

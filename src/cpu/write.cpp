@@ -5,10 +5,10 @@
 
 #include "core/real_kv.h"
 #include "core/write_math.h"
+#include "core/wrap.h"
 #include "cpu/backend.h"
 #include "cpu/parallel.h"
 #include "cpu/ring.h"
-#include "core/wrap.h"
 
 namespace kvcanary::cpu {
 
