@@ -1,0 +1,171 @@
+// CanaryManager: the host runtime an engine installs once and calls around every forward
+// (spec/runtime.md §3-§9). It owns the canary buffers and the per-forward workspace, runs the
+// four-phase step protocol through ops/, reads violations back one step late without
+// synchronising the hot path, and reports them (log lines, a listener, metrics).
+//
+//   auto canary = CanaryManager::Install(config, install_args);   // null when mode is none
+//   canary->MarkInitFinished();                                   // after graph capture
+//   each step:  canary->BeginStep(step_input);                     // phase 1, outside graphs
+//               canary->PreForward(0);                            // phase 2, capturable
+//               ... the model writes the KV of the new tokens ...
+//               canary->PostForward(0);                           // phase 3, capturable
+//               canary->EndStep();                                // phase 4: may log or raise
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "kvcanary/format.h"
+#include "kvcanary/runtime/capacities.h"
+#include "kvcanary/runtime/config.h"
+#include "kvcanary/runtime/log.h"
+#include "kvcanary/runtime/metrics.h"
+#include "kvcanary/runtime/radix_view.h"
+#include "kvcanary/runtime/violation_format.h"
+#include "kvcanary/tensor.h"
+
+namespace kvcanary::runtime {
+
+// One buffer group of the KV pool (§3.2): FULL, or SWA with its full->SWA table.
+struct GroupSpec {
+  GroupKind kind = GroupKind::kFull;
+  int64_t num_slots = 0;  // slots of the group's own slot space (its canary buffers' rows)
+  // Layer-0 K and V as [num_slots / page_size, page_size * bytes_per_token] uint8 (row layout:
+  // page_size 1). Absent V = a K-only pool (no V canary half). The real-KV sources are live views.
+  TensorView k_layer0;
+  TensorView v_layer0;
+  int64_t page_size = 1;
+  int64_t bytes_per_token = 0;
+  // SWA only: int64 [full_pool_size + 1] full slot -> SWA slot (0 = not resident), on the device.
+  TensorView full_to_swa;
+  int64_t host_slots = 0;  // > 0: host-offload sidecar mirrors of this many slots (§13)
+};
+
+struct InstallArgs {
+  Device device = Device::CPU();
+  StreamHandle stream = nullptr;  // the compute stream every launch is enqueued on
+  TensorView req_to_token;        // int32 [rows, width], on `device`
+  std::vector<GroupSpec> groups;  // at most one per kind
+  int64_t swa_window_size = 0;
+  int64_t pool_slot_count = 0;
+  int64_t cuda_graph_max_bs = 0;  // 0 without graphs
+  int64_t speculative_num_draft_tokens = 0;
+  int64_t max_prefill_tokens = 0;
+  std::optional<int64_t> chunked_prefill_size;
+  bool draft_worker = false;
+  int64_t kv_token_id_vs_position_offset = 0;  // 1 for an EAGLE draft pool
+  bool graph_capture = false;                  // the engine captures forwards in CUDA graphs
+  bool piecewise_capture = false;
+  int num_inner_forwards = 1;  // > 1 for a multi-step draft worker
+  // Replaces the §3.5 capacities (tests force small plans to exercise split verification).
+  std::optional<Capacities> capacities;
+  LogSink* log = nullptr;  // defaults to StderrLogSink()
+};
+
+// The forward as the (possibly captured) launches read it: device tensors at addresses that stay
+// fixed across graph replays. Rows past the live batch are padding (req_pool_indices 0).
+struct ForwardBatch {
+  int64_t batch_size = 0;        // rows, padded
+  int64_t num_tokens = 0;        // tokens, padded
+  TensorView req_pool_indices;   // [>= batch_size] int64
+  TensorView prefix_lens;        // [>= batch_size] int64 tokens already in KV
+  TensorView extend_seq_lens;    // [>= batch_size] int64 tokens this forward writes
+  TensorView input_ids;          // [>= num_tokens] int64
+  TensorView positions;          // [>= num_tokens] int64
+  TensorView out_cache_loc;      // [>= num_tokens] int64 full-pool slot per token, 0 = padding
+  // The table the plan reads, when it is not the one given at install (absent = that one).
+  TensorView req_to_token;
+  // An engine that keeps req_to_token as pointer + pitch passes its pitch: the plan op checks it
+  // against the tensor's real row stride (a stale hard-coded pitch raises there).
+  std::optional<int64_t> req_to_token_stride0;
+};
+
+// The forward as the engine sees it on the host in phase 1 (unpadded).
+struct ForwardHostInput {
+  std::vector<int64_t> req_pool_indices;
+  std::vector<int64_t> prefix_lens;
+  std::vector<int64_t> extend_seq_lens;
+  // enable_verify_token_assert: each row's prompt then output ids (§10).
+  std::vector<int64_t> req_all_ids_flat;
+  std::vector<int64_t> req_all_ids_lens;
+  // enable_write_input_assert: what each written token should be (the token oracle, §11).
+  std::vector<int64_t> expected_input_tokens;
+  std::vector<int64_t> expected_input_positions;
+};
+
+struct StepInput {
+  std::vector<ForwardBatch> forwards;        // one per inner forward
+  std::vector<ForwardHostInput> host;        // one per inner forward
+};
+
+// What raise mode throws: the text of every new violation message, joined by newlines (§6.2).
+class ViolationError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// Called for every violation row the reporter shows (after the untouched-row filter).
+using ViolationListener = std::function<void(const ViolationRow& row, int64_t step)>;
+
+class CanaryManager {
+ public:
+  // Builds the runtime (§3). Returns null when config.mode is kNone. Throws kvcanary::Error on
+  // a refused configuration.
+  static std::unique_ptr<CanaryManager> Install(const Config& config, const InstallArgs& args);
+  ~CanaryManager();
+
+  void MarkInitFinished();
+  void AttachRadixCache(const RadixView* view);
+  void SetViolationListener(ViolationListener listener);
+
+  void BeginStep(const StepInput& input);
+  void PreForward(int inner);
+  void PostForward(int inner);
+  void EndStep();
+
+  // Host offload sidecar (§13): copies records of every canary buffer of the group.
+  void BackupRecords(GroupKind kind, const std::vector<int64_t>& host_indices,
+                     const std::vector<int64_t>& device_indices);
+  void RestoreRecords(GroupKind kind, const std::vector<int64_t>& host_indices,
+                      const std::vector<int64_t>& device_indices);
+
+  // PD transfer (§14): the canary buffers of a group as (pointer, bytes, item bytes) entries, in
+  // splice order [k_head, k_tail, v_head, v_tail] (V omitted for a K-only group).
+  struct BufferInfo {
+    void* data = nullptr;
+    int64_t bytes = 0;
+    int64_t item_bytes = 0;
+  };
+  std::vector<BufferInfo> TransferBuffers(GroupKind kind, int64_t page_size = 1) const;
+  // Splices the canary buffers into a K/V split buf-info list (first half K, second half V):
+  // [k_head, K..., k_tail, v_head, V..., v_tail], or [k_head, entries..., k_tail] when K-only.
+  void SpliceBufInfo(GroupKind kind, std::vector<BufferInfo>& kv_list, int64_t page_size) const;
+
+  // The canary record buffer of an endpoint, for tests and tools: uint8 [num_slots, 32].
+  TensorView CanaryBuffer(GroupKind kind, bool tail, bool v_half) const;
+
+  // Every device byte the runtime allocated (§3.2), stated in the install log line.
+  int64_t device_bytes() const;
+  const Capacities& capacities() const;
+  int64_t outer_step() const;
+  int64_t sweep_passes() const;
+  int64_t split_steps() const;
+  std::vector<int> active_tags() const;
+  // Counters as of the last drained read (one step behind), plus host-side counts.
+  MetricsSnapshot Metrics() const;
+  std::string PrometheusText() const;
+
+  class Impl;
+
+ private:
+  explicit CanaryManager(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace kvcanary::runtime

@@ -1,0 +1,105 @@
+// The runtime's configuration (spec/runtime.md §2): the behaviour switches of one runtime
+// (`Config`) and the fault-injection knobs used only by tests (`PerturbConfig`), with their
+// environment-variable parsing and validation. Nothing below the runtime reads the environment.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "kvcanary/format.h"
+
+namespace kvcanary::runtime {
+
+// What the runtime does at all, and what it does on a violation (§6.4).
+enum class Mode {
+  kNone,   // nothing installed; zero overhead
+  kLog,    // each violation is one WARNING; the engine keeps serving
+  kRaise,  // the first batch of violations raises (the engine is expected to stop)
+};
+
+// "none", "log", "raise".
+const char* ModeName(Mode mode);
+// "none", "partial", "all".
+const char* RealDataName(RealKvHashMode mode);
+
+// A buffer group (§1): FULL covers positions [0, K), SWA the last W positions.
+enum class GroupKind : int { kFull = 0, kSwa = 1 };
+
+// "FULL", "SWA".
+const char* GroupKindName(GroupKind kind);
+
+// Looks a variable up by name; nullopt when it is not set. Tests pass a map-backed lookup.
+using EnvLookup = std::function<std::optional<std::string>(const std::string& name)>;
+
+// The process environment (std::getenv).
+EnvLookup ProcessEnv();
+
+// Parse helpers. Values are trimmed (ASCII whitespace) and compared case-insensitively.
+// ParseMode/ParseRealData throw the §2.2 message quoting `value` as given.
+Mode ParseMode(std::string_view value);
+RealKvHashMode ParseRealData(std::string_view value);
+// `raw` is "full" or "swa"; else throws the §2.3 target-group message quoting `raw`.
+GroupKind ParseGroupKind(std::string_view raw);
+// For a variable named `var`: nullopt when the trimmed value is empty (unset), else the value, or
+// Error "kv-canary: <var> must be a boolean / an integer / a number, got '<value>'".
+// Booleans: 1/0/true/false/yes/no/on/off.
+std::optional<bool> ParseBool(std::string_view var, std::string_view value);
+std::optional<int64_t> ParseInt(std::string_view var, std::string_view value);
+std::optional<double> ParseNumber(std::string_view var, std::string_view value);
+
+// Immutable after construction: the runtime copies it at install.
+struct Config {
+  // Fields in the order of spec §2.1 (keep it: adapters use designated initializers).
+  Mode mode = Mode::kNone;                           // KVCANARY_MODE
+  RealKvHashMode real_data = RealKvHashMode::kNone;  // KVCANARY_REAL_DATA
+  int64_t sweep_interval = 0;                        // KVCANARY_SWEEP_INTERVAL; 0 = off
+  int64_t ring_capacity = 1024;                      // KVCANARY_RING_CAPACITY; > 0
+  // KVCANARY_STATS_PRINT_EVERY_N_STEPS; <= 0 = off
+  int64_t stats_print_every_n_steps = 100;
+  bool enable_write_input_assert = false;            // KVCANARY_ENABLE_WRITE_INPUT_ASSERT
+  bool enable_verify_token_assert = false;           // KVCANARY_ENABLE_VERIFY_TOKEN_ASSERT
+  bool enable_token_oracle = false;                  // KVCANARY_ENABLE_TOKEN_ORACLE
+  bool enable_mha_v = false;                         // KVCANARY_ENABLE_MHA_V; gates V launches
+  // KVCANARY_SWA_DIVERGENCE_STATS_INTERVAL; <= 0 = off (diagnostic, §8)
+  int64_t swa_divergence_stats_interval = 0;
+  bool verify_backup = false;                        // KVCANARY_VERIFY_BACKUP (§13)
+  bool report_untouched_rows = false;                // KVCANARY_REPORT_UNTOUCHED_ROWS (§6.2)
+  bool allreduce_violation_signal = false;           // KVCANARY_ALLREDUCE_VIOLATION_SIGNAL (§16)
+
+  // Throws the first §2.2 error: sweep_interval < 0, sweep_interval > 0 with mode none,
+  // ring_capacity <= 0.
+  void Validate() const;
+  // "Config(mode=log, real_data=none, ...)": every field, for the install INFO line.
+  std::string ToString() const;
+  // Reads every variable above (unset or empty keeps the default), then Validate()s.
+  static Config FromEnv(const EnvLookup& env = ProcessEnv());
+};
+
+// Fault injection (§12), testing only. Probabilities are per step and in [0, 1].
+struct PerturbConfig {
+  double req_to_token_prob = 0;          // KVCANARY_PERTURB_REQ_TO_TOKEN_PROB
+  double real_kv_used_prob = 0;          // KVCANARY_PERTURB_REAL_KV_USED_PROB
+  double real_kv_unused_cache_prob = 0;  // KVCANARY_PERTURB_REAL_KV_UNUSED_CACHE_PROB
+  double real_kv_post_forward_prob = 0;  // KVCANARY_PERTURB_REAL_KV_POST_FORWARD_PROB
+  double next_token_swap_prob = 0;       // KVCANARY_PERTURB_NEXT_TOKEN_SWAP_PROB
+  // KVCANARY_PERTURB_TARGET_GROUP; unset is allowed until a real-KV perturbation fires.
+  std::optional<GroupKind> target_group;
+  int64_t warmup_steps = 50;             // KVCANARY_PERTURB_WARMUP_STEPS
+  uint64_t seed = 0;                     // KVCANARY_PERTURB_SEED (kvcanary, §17 R8)
+
+  // Whether any probability is positive.
+  bool AnyEnabled() const;
+  // Throws "kv-canary: <VAR> must be in [0, 1], got <v>" for the first probability outside.
+  void Validate() const;
+  // The target group, or the §2.3 error naming `perturbation` (e.g. "real_kv_used") when unset.
+  // Called when a real-KV perturbation fires.
+  GroupKind RequireTargetGroup(std::string_view perturbation) const;
+  std::string ToString() const;
+  // Reads every variable above (unset or empty keeps the default), then Validate()s.
+  static PerturbConfig FromEnv(const EnvLookup& env = ProcessEnv());
+};
+
+}  // namespace kvcanary::runtime

@@ -1,0 +1,60 @@
+// The reporter's frozen text (spec/runtime.md §6.3): one violation row rendered as the lines log
+// tooling parses. Byte-identical to SGLang's reporter; pure functions of the row.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace kvcanary::runtime {
+
+// One row of the violation ring (kernels.md §2, eight int64 columns).
+struct ViolationRow {
+  int64_t kernel_kind = 0;  // the CanaryLaunchTag
+  int64_t slot_idx = 0;
+  int64_t position = 0;
+  int64_t stored_token = 0;
+  int64_t expected_token = 0;
+  int64_t stored_chain_hash = 0;
+  int64_t expected_aux = 0;  // expected prev hash (verify) or expected position (write)
+  int64_t fail_reason_bits = 0;
+
+  // REQUIRES: `eight` points at kViolationFields int64 values in column order.
+  static ViolationRow FromArray(const int64_t* eight);
+};
+
+// "0x" + 16 lower-case hex digits of the value as unsigned 64-bit.
+std::string FormatHex64(int64_t value);
+
+// "HEAD_K_FULL" ..., or "unknown(<tag>)".
+std::string LaunchTagLabel(int64_t tag);
+
+// The reporter's canary kind: "sweep_k_full" for SWEEP tags, "per_forward_head_k_full" for the
+// others, "unknown(<tag>)" outside the 12 tags.
+std::string CanaryKindName(int64_t tag);
+
+// Labels of the set bits in ascending bit order joined by `separator`; bits without a label are
+// skipped; "none" when no bit has a label.
+std::string FailReasonLabels(int64_t fail_reason_bits, const char* separator);
+
+// The row's bits include write_token or write_position (the row came from a write).
+bool IsWriteRow(const ViolationRow& row);
+// The row's bits include write_token or verify_token (an expected token was compared).
+bool HasTokenCheck(const ViolationRow& row);
+
+// The zero-init pattern of a never-written slot: stored token, position and chain hash all 0
+// (§6.2 step 3; a real write always stores a non-zero chain value).
+bool IsUntouchedRow(const ViolationRow& row);
+
+// "kv_canary violation: launch_tag=... expected_aux=0x<16hex>" — the line tooling parses.
+std::string FormatViolationFirstLine(const ViolationRow& row);
+
+// The whole message of one row: the first line, then the detection block ending with the
+// "total_violations=... ring_overflow=True|False step_when_pumped=..." footer. Lines joined by
+// '\n', no trailing newline.
+std::string FormatViolation(const ViolationRow& row, int64_t total_violations, bool ring_overflow,
+                            int64_t step_when_pumped);
+
+// The WARNING of §6.2 step 3 for `dropped` untouched rows in one reporter call.
+std::string FormatDroppedRowsWarning(int64_t dropped);
+
+}  // namespace kvcanary::runtime

@@ -1,0 +1,230 @@
+// Install (spec/runtime.md §3): refusals, buffer groups and sources, endpoints, device state and
+// the per-forward workspace, all allocated here and never per step.
+#include <algorithm>
+#include <sstream>
+
+#include "kvcanary/error.h"
+#include "runtime/canary_impl.h"
+
+namespace kvcanary::runtime {
+namespace {
+
+DeviceBuffer Int64Buffer(Device device, int64_t count) { return DeviceBuffer(device, count * 8); }
+
+// §3.2: real-KV sources fingerprint layer 0 only; a row width that is not a positive multiple of
+// 16 gets none.
+std::vector<RealKvSource> SourcesOf(const TensorView& layer0, const GroupSpec& spec,
+                                    RealKvHashMode mode) {
+  if (mode == RealKvHashMode::kNone || !layer0.defined()) return {};
+  if (spec.bytes_per_token <= 0 || spec.bytes_per_token % kRealKvBlockBytes != 0) return {};
+  const int64_t read_bytes =
+      mode == RealKvHashMode::kPartial ? kRealKvBlockBytes : spec.bytes_per_token;
+  return {MakeRealKvSource(layer0, spec.page_size, spec.bytes_per_token, read_bytes)};
+}
+
+std::string TagList(const std::vector<int>& tags) {
+  std::ostringstream out;
+  out << "[";
+  for (size_t i = 0; i < tags.size(); ++i) {
+    out << (i ? ", " : "") << LaunchTagName(tags[i]);
+  }
+  out << "]";
+  return out.str();
+}
+
+}  // namespace
+
+const char* PhaseName(Phase phase) {
+  switch (phase) {
+    case Phase::kIdle:
+      return "IDLE";
+    case Phase::kAfterPreOut:
+      return "AFTER_PRE_OUT";
+    case Phase::kAfterPreMaybeIn:
+      return "AFTER_PRE_MAYBE_IN";
+    case Phase::kAfterPostMaybeIn:
+      return "AFTER_POST_MAYBE_IN";
+  }
+  return "UNKNOWN";
+}
+
+int LaunchTagOf(Stage stage, Half half, GroupKind kind) {
+  return 6 * static_cast<int>(kind) + 2 * static_cast<int>(stage) + static_cast<int>(half);
+}
+
+CanaryManager::Impl::Impl(const Config& config, const InstallArgs& args)
+    : config_(config), args_(args), device_(args.device), stream_(args.stream) {
+  log_ = args.log != nullptr ? args.log : &StderrLogSink();
+  if (args.piecewise_capture) {
+    ThrowError("kv-canary: piecewise CUDA graph capture of a forward is not supported by the "
+               "per-forward canary bracket; disable it");
+  }
+  if (args.graph_capture && device_.type != DeviceType::kCUDA) {
+    ThrowError("kv-canary: the CPU backend cannot run inside a captured graph; disable graph "
+               "capture");
+  }
+  if (args.groups.empty()) ThrowError("kv-canary: install needs at least one buffer group");
+  if (args.num_inner_forwards < 1) {
+    ThrowError("kv-canary: num_inner_forwards must be positive, got ", args.num_inner_forwards);
+  }
+  if (!args.req_to_token.defined() || args.req_to_token.ndim() != 2) {
+    ThrowError("kv-canary: req_to_token must be a 2-D int32 tensor");
+  }
+  const int64_t rows = args.req_to_token.size(0);
+  const int64_t width = args.req_to_token.size(1);
+  capacities_ = args.capacities.has_value()
+                    ? *args.capacities
+                    : Capacities::FromArgs(rows, width, args.pool_slot_count,
+                                           args.cuda_graph_max_bs,
+                                           args.speculative_num_draft_tokens,
+                                           args.max_prefill_tokens, args.chunked_prefill_size);
+
+  // Buffer groups (§3.2), at most one per kind.
+  bool seen[2] = {false, false};
+  for (const GroupSpec& spec : args.groups) {
+    const int kind = static_cast<int>(spec.kind);
+    if (seen[kind]) ThrowError("kv-canary: duplicate buffer group ", GroupKindName(spec.kind));
+    seen[kind] = true;
+    if (spec.num_slots <= 0) {
+      ThrowError("kv-canary: group ", GroupKindName(spec.kind), " num_slots must be positive, got ",
+                 spec.num_slots);
+    }
+    if (spec.kind == GroupKind::kSwa && (!spec.full_to_swa.defined() || args.swa_window_size <= 0)) {
+      ThrowError("kv-canary: an SWA group needs full_to_swa and swa_window_size > 0");
+    }
+    GroupState group;
+    group.spec = spec;
+    group.window = spec.kind == GroupKind::kSwa ? args.swa_window_size : 0;
+    group.has_v = spec.v_layer0.defined();
+    for (int i = 0; i < 4; ++i) {
+      const bool v_buffer = i % 2 == 1;
+      if (v_buffer && !group.has_v) continue;
+      group.buffers[i] = DeviceBuffer(device_, spec.num_slots * kCanarySlotBytes);
+      if (spec.host_slots > 0) {
+        group.host_mirrors[i] =
+            DeviceBuffer(Device::CPU(), spec.host_slots * kCanarySlotBytes, /*pinned=*/true);
+      }
+    }
+    group.host_slots = spec.host_slots;
+    group.sources[0] = SourcesOf(spec.k_layer0, spec, config.real_data);
+    group.sources[1] = SourcesOf(spec.v_layer0, spec, config.real_data);
+    groups_.push_back(std::move(group));
+  }
+  std::sort(groups_.begin(), groups_.end(), [](const GroupState& a, const GroupState& b) {
+    return a.spec.kind < b.spec.kind;
+  });
+
+  // Endpoints (§3.3): HEAD, TAIL and SWEEP per half; V omitted without a V half.
+  for (const GroupState& group : groups_) {
+    for (Stage stage : {Stage::kHead, Stage::kTail, Stage::kSweep}) {
+      for (Half half : {Half::kK, Half::kV}) {
+        if (half == Half::kV && !group.has_v) continue;
+        active_tags_.push_back(LaunchTagOf(stage, half, group.spec.kind));
+      }
+    }
+  }
+  std::sort(active_tags_.begin(), active_tags_.end());
+
+  // Device state (§3.4).
+  ring_ = Int64Buffer(device_, config.ring_capacity * kViolationFields);
+  write_index_ = DeviceBuffer(device_, 4);
+  kernel_counters_ = Int64Buffer(device_, kNumLaunchTags);
+  slot_counters_ = Int64Buffer(device_, kNumLaunchTags);
+  chain_assert_flag_ = DeviceBuffer(device_, 4);
+  if (config.enable_verify_token_assert) {
+    token_pool_width_ = width;
+    expected_token_pool_ = DeviceBuffer(device_, rows * width * 4);
+  }
+
+  // Per inner forward workspace (§3.4), sized by the capacities.
+  const int64_t verify_cap = capacities_.verify_capacity;
+  const int64_t req_cap = capacities_.write_req_capacity;
+  const int64_t entry_cap = capacities_.write_entry_capacity;
+  forwards_.resize(args.num_inner_forwards);
+  for (ForwardState& forward : forwards_) {
+    for (const GroupState& group : groups_) {
+      ForwardState::PerGroup per_group;
+      per_group.verify_plan_memory = DeviceBuffer(device_, VerifyPlanAllocationBytes(verify_cap));
+      per_group.write_plan_memory = DeviceBuffer(device_, WritePlanAllocationBytes(req_cap));
+      const DeviceBuffer& v = per_group.verify_plan_memory;
+      per_group.verify_plan = VerifyPlanView{
+          v.View(DType::kInt64, {verify_cap}, 0),
+          v.View(DType::kInt64, {verify_cap}, 8 * verify_cap),
+          v.View(DType::kInt64, {verify_cap}, 16 * verify_cap),
+          v.View(DType::kInt64, {verify_cap}, 24 * verify_cap),
+          v.View(DType::kInt32, {1}, 32 * verify_cap),
+          v.View(DType::kInt32, {1}, 32 * verify_cap + 4)};
+      const DeviceBuffer& w = per_group.write_plan_memory;
+      per_group.write_plan = WritePlanView{w.View(DType::kInt64, {req_cap + 1}, 0),
+                                           w.View(DType::kInt64, {req_cap}, 8 * (req_cap + 1)),
+                                           w.View(DType::kInt32, {1}, 8 * (2 * req_cap + 1))};
+      if (group.spec.kind == GroupKind::kSwa) per_group.swa_slots = Int64Buffer(device_, entry_cap);
+      forward.groups.push_back(std::move(per_group));
+    }
+    forward.expected_tokens = Int64Buffer(device_, entry_cap);
+    forward.expected_positions = Int64Buffer(device_, entry_cap);
+    forward.valid_lens = Int64Buffer(device_, req_cap);
+    forward.plan_scratch = Int64Buffer(device_, req_cap + 1);
+    forward.snapshot_enable = DeviceBuffer(device_, 4 * static_cast<int64_t>(groups_.size()));
+    forward.overflow_read =
+        std::make_unique<DelayedRead>(device_, 4 * static_cast<int64_t>(groups_.size()));
+  }
+  // Sweeps stage their walk here, in chunks of the verify capacity.
+  sweep_walk_ = Int64Buffer(device_, 3 * verify_cap);
+
+  pump_read_ = std::make_unique<DelayedRead>(device_, 4);
+  health_read_ = std::make_unique<DelayedRead>(device_, 8 * kNumLaunchTags);
+  stats_staging_ = DeviceBuffer(device_, 8 * 2 * kNumLaunchTags + 8);
+  stats_read_ = std::make_unique<DelayedRead>(device_, 8 * 2 * kNumLaunchTags + 8);
+  health_ = std::make_unique<HealthChecker>(active_tags_, config.sweep_interval,
+                                            config.enable_mha_v);
+
+  device_bytes_ = CountDeviceBytes();
+  std::ostringstream kinds;
+  kinds << "[";
+  for (size_t i = 0; i < groups_.size(); ++i) {
+    kinds << (i ? ", " : "") << GroupKindName(groups_[i].spec.kind);
+  }
+  kinds << "]";
+  std::ostringstream line;
+  line << "install_canary: device=" << device_.ToString() << " config=" << config.ToString()
+       << " launch_capacities=(verify=" << verify_cap << ", write_req=" << req_cap
+       << ", write_entry=" << entry_cap << ") n_buffer_groups=" << groups_.size()
+       << " buffer_group_kinds=" << kinds.str() << " swa_window_size=" << args.swa_window_size
+       << " active_tags=" << TagList(active_tags_) << " device_bytes=" << device_bytes_;
+  std::string text = line.str();
+  Log(LogLevel::kInfo, text);
+}
+
+TensorView CanaryManager::Impl::CounterView(const DeviceBuffer& counters, int tag) const {
+  return counters.View(DType::kInt64, {1}, 8 * static_cast<int64_t>(tag));
+}
+
+bool CanaryManager::Impl::HalfActive(const GroupState& group, Half half) const {
+  return half == Half::kK || (group.has_v && config_.enable_mha_v);
+}
+
+LaunchContext CanaryManager::Impl::ContextOf(size_t group_index, Stage stage, Half half) const {
+  const GroupState& group = groups_[group_index];
+  const int tag = LaunchTagOf(stage, half, group.spec.kind);
+  LaunchContext context;
+  // SWEEP verifies the TAIL buffer: the records of tokens whose KV has been written.
+  context.canary_buf = group.Buffer(stage == Stage::kHead ? Stage::kHead : Stage::kTail, half);
+  context.kernel_kind = tag;
+  context.violation_ring = ring_.View(DType::kInt64, {config_.ring_capacity, kViolationFields});
+  context.violation_write_index = write_index_.View(DType::kInt32, {1});
+  context.slot_run_counter = CounterView(slot_counters_, tag);
+  context.kernel_run_counter = CounterView(kernel_counters_, tag);
+  // HEAD runs before the forward wrote the KV: its records carry no fingerprint (§3.3).
+  if (stage != Stage::kHead) {
+    const auto& sources = group.sources[static_cast<int>(half)];
+    for (size_t i = 0; i < sources.size(); ++i) context.real_kv_sources[i] = sources[i];
+    context.num_real_kv_sources = static_cast<int>(sources.size());
+    context.real_kv_hash_mode =
+        sources.empty() ? 0 : static_cast<int32_t>(config_.real_data);
+  }
+  context.enable_chain_position_assert = chain_assert_flag_.View(DType::kInt32, {1});
+  return context;
+}
+
+}  // namespace kvcanary::runtime

@@ -1,0 +1,73 @@
+// CanaryManager's public surface: forwards to Impl (canary_impl.h says which file does what).
+#include "kvcanary/runtime/canary_manager.h"
+
+#include "kvcanary/error.h"
+#include "runtime/canary_impl.h"
+
+namespace kvcanary::runtime {
+
+std::unique_ptr<CanaryManager> CanaryManager::Install(const Config& config,
+                                                      const InstallArgs& args) {
+  config.Validate();
+  if (config.mode == Mode::kNone) return nullptr;
+  return std::unique_ptr<CanaryManager>(new CanaryManager(std::make_unique<Impl>(config, args)));
+}
+
+CanaryManager::CanaryManager(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+CanaryManager::~CanaryManager() = default;
+
+void CanaryManager::MarkInitFinished() {
+  impl_->init_finished_ = true;
+  const int32_t on = 1;
+  CopyBytesAsync(impl_->chain_assert_flag_.data(), &on, 4, impl_->device_, impl_->stream_);
+  SynchronizeStream(impl_->device_, impl_->stream_);
+}
+
+void CanaryManager::AttachRadixCache(const RadixView* view) { impl_->radix_ = view; }
+
+void CanaryManager::SetViolationListener(ViolationListener listener) {
+  impl_->listener_ = std::move(listener);
+}
+
+void CanaryManager::BeginStep(const StepInput& input) { impl_->BeginStep(input); }
+void CanaryManager::PreForward(int inner) { impl_->PreForward(inner); }
+void CanaryManager::PostForward(int inner) { impl_->PostForward(inner); }
+void CanaryManager::EndStep() { impl_->EndStep(); }
+
+TensorView CanaryManager::CanaryBuffer(GroupKind kind, bool tail, bool v_half) const {
+  const GroupState& group = impl_->GroupOf(kind, "canary buffer");
+  if (v_half && !group.has_v) {
+    ThrowError("kv-canary: group ", GroupKindName(kind), " has no V half");
+  }
+  return group.Buffer(tail ? Stage::kTail : Stage::kHead, v_half ? Half::kV : Half::kK);
+}
+
+int64_t CanaryManager::device_bytes() const { return impl_->device_bytes_; }
+const Capacities& CanaryManager::capacities() const { return impl_->capacities_; }
+int64_t CanaryManager::outer_step() const { return impl_->outer_step_; }
+int64_t CanaryManager::sweep_passes() const { return impl_->sweep_passes_; }
+int64_t CanaryManager::split_steps() const { return impl_->split_steps_; }
+std::vector<int> CanaryManager::active_tags() const { return impl_->active_tags_; }
+MetricsSnapshot CanaryManager::Metrics() const { return impl_->Snapshot(); }
+std::string CanaryManager::PrometheusText() const { return FormatPrometheus(impl_->Snapshot()); }
+
+int64_t CanaryManager::Impl::CountDeviceBytes() const {
+  int64_t total = ring_.bytes() + write_index_.bytes() + kernel_counters_.bytes() +
+                  slot_counters_.bytes() + chain_assert_flag_.bytes() +
+                  expected_token_pool_.bytes() + sweep_walk_.bytes() + stats_staging_.bytes();
+  for (const GroupState& group : groups_) {
+    for (const DeviceBuffer& buffer : group.buffers) total += buffer.bytes();
+  }
+  for (const ForwardState& forward : forwards_) {
+    for (const ForwardState::PerGroup& per_group : forward.groups) {
+      total += per_group.verify_plan_memory.bytes() + per_group.write_plan_memory.bytes() +
+               per_group.swa_slots.bytes();
+    }
+    total += forward.expected_tokens.bytes() + forward.expected_positions.bytes() +
+             forward.valid_lens.bytes() + forward.plan_scratch.bytes() +
+             forward.snapshot_enable.bytes();
+  }
+  return total;
+}
+
+}  // namespace kvcanary::runtime

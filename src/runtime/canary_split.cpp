@@ -1,0 +1,63 @@
+// Never blind (spec/runtime.md §4.8, R1): when a step's verify entries exceed the plan capacity,
+// SGLang skips the step's verify; kvcanary cuts the batch into row ranges that fit and verifies
+// each range outside the graph, so every prefix record is still checked.
+#include <algorithm>
+
+#include "kvcanary/error.h"
+#include "runtime/canary_impl.h"
+
+namespace kvcanary::runtime {
+
+void CanaryManager::Impl::DecideSplit(ForwardState& forward) {
+  const ForwardHostInput& host = forward.host;
+  const int64_t capacity = capacities_.verify_capacity;
+  const int64_t rows = static_cast<int64_t>(host.req_pool_indices.size());
+  for (size_t g = 0; g < groups_.size(); ++g) {
+    ForwardState::PerGroup& per_group = forward.groups[g];
+    per_group.split = false;
+    per_group.split_ranges.clear();
+    const int64_t window = groups_[g].window;
+    // The same count the plan op makes: the last W prefix positions with a window, else all.
+    auto verify_len = [&](int64_t r) -> int64_t {
+      if (host.req_pool_indices[r] == kReqPoolIdxPadding) return 0;
+      const int64_t p = std::max<int64_t>(host.prefix_lens[r], 0);
+      return window > 0 ? std::min(p, window) : p;
+    };
+    int64_t total = 0;
+    for (int64_t r = 0; r < rows; ++r) total += verify_len(r);
+    if (total <= capacity) continue;
+    per_group.split = true;
+    per_group.split_total = total;
+    int64_t begin = 0;
+    int64_t range_total = 0;
+    for (int64_t r = 0; r < rows; ++r) {
+      const int64_t len = verify_len(r);
+      if (range_total + len > capacity && r > begin) {
+        per_group.split_ranges.emplace_back(begin, r);
+        begin = r;
+        range_total = 0;
+      }
+      range_total += len;
+    }
+    per_group.split_ranges.emplace_back(begin, rows);
+    Log(LogLevel::kWarning,
+        FormatSplitWarning(total, capacity, GroupKindName(groups_[g].spec.kind),
+                           static_cast<int64_t>(per_group.split_ranges.size())));
+    split_steps_ += 1;
+  }
+}
+
+void CanaryManager::Impl::RunSplitVerify(ForwardState& forward, Stage stage) {
+  for (size_t g = 0; g < groups_.size(); ++g) {
+    const ForwardState::PerGroup& per_group = forward.groups[g];
+    if (!per_group.split) continue;
+    for (const auto& [begin, end] : per_group.split_ranges) {
+      // Reuses the forward's plan memory: in stream order the in-graph plan overwrites it later
+      // (HEAD split) or has already been consumed (TAIL split).
+      Plan(PlanArgsOf(forward, g, begin, end), stream_);
+      VerifyGroup(g, stage, per_group.verify_plan, config_.enable_verify_token_assert);
+    }
+  }
+}
+
+}  // namespace kvcanary::runtime

@@ -1,0 +1,243 @@
+// The four-phase step protocol (spec/runtime.md §4): phase 1 and 4 run on the host outside any
+// graph; phases 2 and 3 only enqueue ops on the compute stream, so an engine may capture them.
+#include <algorithm>
+
+#include "kvcanary/error.h"
+#include "runtime/canary_impl.h"
+#include "runtime/tensor_slice.h"
+
+namespace kvcanary::runtime {
+
+void CanaryManager::Impl::Transition(ForwardState& forward, Phase expected, Phase next) {
+  if (init_finished_ && forward.phase != expected) {
+    ThrowError("kv-canary: per-forward phase mismatch \xE2\x80\x94 expected ", PhaseName(expected),
+               " before transitioning to ", PhaseName(next));
+  }
+  forward.phase = next;
+}
+
+void CanaryManager::Impl::BeginStep(const StepInput& input) {
+  const size_t count = input.forwards.size();
+  if (count == 0 || count > forwards_.size() || input.host.size() != count) {
+    ThrowError("kv-canary: a step needs between 1 and ", forwards_.size(),
+               " forwards with one host input each, got ", count, " forwards and ",
+               input.host.size(), " host inputs");
+  }
+  num_forwards_this_step_ = static_cast<int>(count);
+  const int64_t width = args_.req_to_token.size(1);
+  for (size_t i = 0; i < count; ++i) {
+    ForwardState& forward = forwards_[i];
+    Transition(forward, Phase::kIdle, Phase::kAfterPreOut);
+    const ForwardBatch& batch = input.forwards[i];
+    const ForwardHostInput& host = input.host[i];
+    // Capacity checks (§4.2): the text up to ';' is SGLang's.
+    if (batch.batch_size > capacities_.write_req_capacity) {
+      ThrowError("kv-canary: forward_batch.batch_size=", batch.batch_size,
+                 " exceeds pre-allocated write_req_capacity=", capacities_.write_req_capacity,
+                 "; raise cuda_graph_max_bs or the request pool size at install");
+    }
+    if (batch.num_tokens > capacities_.write_entry_capacity) {
+      ThrowError("kv-canary: forward_batch token count=", batch.num_tokens,
+                 " exceeds pre-allocated write_entry_capacity=",
+                 capacities_.write_entry_capacity,
+                 "; raise max_prefill_tokens or chunked_prefill_size at install");
+    }
+    for (size_t r = 0; r < host.prefix_lens.size(); ++r) {
+      if (host.prefix_lens[r] > width) {
+        ThrowError("kv-canary: prefix_len=", host.prefix_lens[r], " of batch row ", r,
+                   " exceeds max_seq_len_per_req=", width);
+      }
+    }
+    if (host.req_pool_indices.size() != host.prefix_lens.size()) {
+      ThrowError("kv-canary: host req_pool_indices has ", host.req_pool_indices.size(),
+                 " rows but prefix_lens has ", host.prefix_lens.size());
+    }
+    forward.batch = batch;
+    forward.host = host;
+    forward.has_batch = true;
+
+    // Expected-token pool (§10).
+    forward.has_valid_lens = false;
+    if (config_.enable_verify_token_assert && !host.req_all_ids_lens.empty()) {
+      const int64_t bs = static_cast<int64_t>(host.req_pool_indices.size());
+      if (static_cast<int64_t>(host.req_all_ids_lens.size()) != bs) {
+        ThrowError("kv-canary: req_all_ids_lens length ", host.req_all_ids_lens.size(),
+                   " != batch_size ", bs, "; ForwardBatch snapshot diverged");
+      }
+      std::vector<int64_t> offsets(bs + 1, 0);
+      for (int64_t r = 0; r < bs; ++r) offsets[r + 1] = offsets[r] + host.req_all_ids_lens[r];
+      if (offsets[bs] != static_cast<int64_t>(host.req_all_ids_flat.size())) {
+        ThrowError("kv-canary: cumsum(req_all_ids_lens)=", offsets[bs],
+                   " != req_all_ids_flat.numel()=", host.req_all_ids_flat.size(),
+                   "; snapshot inconsistent");
+      }
+      UploadTokenPool(forward, offsets);
+    }
+    // Expected inputs of the write-input assert (§4.3, §11).
+    forward.write_assert = config_.enable_write_input_assert;
+    if (forward.write_assert) {
+      if (static_cast<int64_t>(host.expected_input_tokens.size()) != batch.num_tokens ||
+          host.expected_input_positions.size() != host.expected_input_tokens.size()) {
+        ThrowError("kv-canary: fill_expected_inputs: sum(lens)=", host.expected_input_tokens.size(),
+                   " != num_tokens=", batch.num_tokens,
+                   " (enable_write_input_assert needs the token oracle's expected inputs)");
+      }
+      CopyBytesAsync(forward.expected_tokens.data(), host.expected_input_tokens.data(),
+                     8 * batch.num_tokens, device_, stream_);
+      CopyBytesAsync(forward.expected_positions.data(), host.expected_input_positions.data(),
+                     8 * batch.num_tokens, device_, stream_);
+    }
+    DecideSplit(forward);
+  }
+  for (size_t i = 0; i < count; ++i) RunSplitVerify(forwards_[i], Stage::kHead);
+  in_step_ = true;
+}
+
+void CanaryManager::Impl::UploadTokenPool(ForwardState& forward,
+                                          const std::vector<int64_t>& offsets) {
+  const ForwardHostInput& host = forward.host;
+  const int64_t bs = static_cast<int64_t>(host.req_pool_indices.size());
+  // Scatter runs on the device from device copies of the three host arrays; the staging reuses
+  // the sweep's buffer, which is free in phase 1.
+  const int64_t total = offsets[bs];
+  if (total == 0) return;
+  if (total + (bs + 1) + bs > 3 * capacities_.verify_capacity) {
+    ThrowError("kv-canary: the step's request token lists (", total,
+               " ids) exceed the staging capacity ", 3 * capacities_.verify_capacity);
+  }
+  char* base = static_cast<char*>(sweep_walk_.data());
+  CopyBytesAsync(base, host.req_all_ids_flat.data(), 8 * total, device_, stream_);
+  CopyBytesAsync(base + 8 * total, offsets.data(), 8 * (bs + 1), device_, stream_);
+  CopyBytesAsync(base + 8 * (total + bs + 1), host.req_pool_indices.data(), 8 * bs, device_,
+                 stream_);
+  ScatterArgs scatter;
+  scatter.flat_in = sweep_walk_.View(DType::kInt64, {total}, 0);
+  scatter.offsets = sweep_walk_.View(DType::kInt64, {bs + 1}, 8 * total);
+  scatter.req_pool_indices = sweep_walk_.View(DType::kInt64, {bs}, 8 * (total + bs + 1));
+  scatter.pool_out = expected_token_pool_.View(
+      DType::kInt32, {args_.req_to_token.size(0), token_pool_width_});
+  Scatter(scatter, stream_);
+  CopyBytesAsync(forward.valid_lens.data(), host.req_all_ids_lens.data(), 8 * bs, device_,
+                 stream_);
+  forward.has_valid_lens = true;
+}
+
+PlanArgs CanaryManager::Impl::PlanArgsOf(const ForwardState& forward, size_t group,
+                                         int64_t row_begin, int64_t row_end) const {
+  const ForwardBatch& batch = forward.batch;
+  const ForwardState::PerGroup& per_group = forward.groups[group];
+  PlanArgs plan;
+  plan.verify_plan_out = per_group.verify_plan;
+  plan.write_plan_out = per_group.write_plan;
+  plan.req_pool_indices = Slice1D(batch.req_pool_indices, row_begin, row_end);
+  plan.prefix_lens = Slice1D(batch.prefix_lens, row_begin, row_end);
+  plan.extend_seq_lens = Slice1D(batch.extend_seq_lens, row_begin, row_end);
+  plan.req_to_token = batch.req_to_token.defined() ? batch.req_to_token : args_.req_to_token;
+  plan.req_to_token_stride0 = batch.req_to_token_stride0;
+  plan.swa_window_size = groups_[group].window;
+  if (groups_[group].spec.kind == GroupKind::kSwa) {
+    plan.full_to_swa_index_mapping = groups_[group].spec.full_to_swa;
+  }
+  plan.verify_capacity = capacities_.verify_capacity;
+  if (forward.has_valid_lens) {
+    plan.req_to_verify_expected_tokens = expected_token_pool_.View(
+        DType::kInt32, {args_.req_to_token.size(0), token_pool_width_});
+    plan.req_to_verify_expected_tokens_valid_lens =
+        Slice1D(forward.valid_lens.View(DType::kInt64, {capacities_.write_req_capacity}),
+                row_begin, row_end);
+  }
+  plan.kv_token_id_vs_position_offset = args_.kv_token_id_vs_position_offset;
+  plan.verify_offsets_scratch =
+      forward.plan_scratch.View(DType::kInt64, {capacities_.write_req_capacity + 1});
+  return plan;
+}
+
+void CanaryManager::Impl::PreForward(int inner) {
+  ForwardState& forward = ForwardAt(inner);
+  Transition(forward, Phase::kAfterPreOut, Phase::kAfterPreMaybeIn);
+  const ForwardBatch& batch = forward.batch;
+  for (size_t g = 0; g < groups_.size(); ++g) {
+    Plan(PlanArgsOf(forward, g, 0, batch.batch_size), stream_);
+    if (groups_[g].spec.kind == GroupKind::kSwa) {
+      SwaTranslateArgs translate;
+      translate.slot_indices = Slice1D(batch.out_cache_loc, 0, batch.num_tokens);
+      translate.full_to_swa_index_mapping = groups_[g].spec.full_to_swa;
+      translate.out_slot_indices =
+          forward.groups[g].swa_slots.View(DType::kInt64, {batch.num_tokens});
+      SwaTranslate(translate, stream_);
+    }
+  }
+  LaunchEndpoints(inner, Stage::kHead);
+}
+
+void CanaryManager::Impl::PostForward(int inner) {
+  ForwardState& forward = ForwardAt(inner);
+  Transition(forward, Phase::kAfterPreMaybeIn, Phase::kAfterPostMaybeIn);
+  LaunchEndpoints(inner, Stage::kTail);
+  // Snapshot (§4.4): later inner forwards overwrite the live plans; phase 4 reads this copy.
+  for (size_t g = 0; g < groups_.size(); ++g) {
+    CopyBytesAsync(forward.snapshot_enable.data_as<char>() + 4 * g,
+                   forward.groups[g].verify_plan.enable.data(), 4, device_, stream_);
+  }
+}
+
+void CanaryManager::Impl::VerifyGroup(size_t group, Stage stage, const VerifyPlanView& plan,
+                                      bool check_token) {
+  VerifyArgs verify;
+  verify.context = ContextOf(group, stage, Half::kK);
+  verify.plan = plan;
+  verify.check_verify_expected_token = check_token;
+  if (HalfActive(groups_[group], Half::kV)) verify.paired_context = ContextOf(group, stage, Half::kV);
+  Verify(verify, stream_);
+}
+
+void CanaryManager::Impl::LaunchEndpoints(int inner, Stage stage) {
+  ForwardState& forward = ForwardAt(inner);
+  const ForwardBatch& batch = forward.batch;
+  for (size_t g = 0; g < groups_.size(); ++g) {
+    const ForwardState::PerGroup& per_group = forward.groups[g];
+    VerifyGroup(g, stage, per_group.verify_plan, config_.enable_verify_token_assert);
+    WriteArgs write;
+    write.context = ContextOf(g, stage, Half::kK);
+    write.plan = per_group.write_plan;
+    write.input_ids = Slice1D(batch.input_ids, 0, batch.num_tokens);
+    write.positions = Slice1D(batch.positions, 0, batch.num_tokens);
+    write.out_cache_loc = groups_[g].spec.kind == GroupKind::kSwa
+                              ? per_group.swa_slots.View(DType::kInt64, {batch.num_tokens})
+                              : Slice1D(batch.out_cache_loc, 0, batch.num_tokens);
+    write.enable_write_input_assert = forward.write_assert;
+    if (forward.write_assert) {
+      write.expected_input_tokens = forward.expected_tokens.View(DType::kInt64, {batch.num_tokens});
+      write.expected_input_positions =
+          forward.expected_positions.View(DType::kInt64, {batch.num_tokens});
+    }
+    if (HalfActive(groups_[g], Half::kV)) write.paired_context = ContextOf(g, stage, Half::kV);
+    Write(write, stream_);
+  }
+}
+
+void CanaryManager::Impl::EndStep() {
+  if (!in_step_) ThrowError("kv-canary: end_step called without begin_step");
+  in_step_ = false;
+  for (int i = 0; i < num_forwards_this_step_; ++i) {
+    ForwardState& forward = forwards_[i];
+    Transition(forward, Phase::kAfterPostMaybeIn, Phase::kIdle);
+    TickOverflowWarner(forward);
+    RunSplitVerify(forward, Stage::kTail);
+  }
+  MaybeSweep();
+  outer_step_ += 1;
+  PumpViolations();
+  CheckHealth();
+  LogStats();
+}
+
+ForwardState& CanaryManager::Impl::ForwardAt(int inner) {
+  if (inner < 0 || inner >= num_forwards_this_step_) {
+    ThrowError("kv-canary: inner forward ", inner, " is not active in this step (", 
+               num_forwards_this_step_, " forwards began)");
+  }
+  return forwards_[inner];
+}
+
+}  // namespace kvcanary::runtime

@@ -1,0 +1,55 @@
+// Periodic sweep (spec/runtime.md §9): re-verifies the TAIL records of every cached prefix, which
+// catches corruption of slots that no running request reads. Runs eagerly in phase 4, through
+// inner forward 0's plan (free by then), in chunks of the verify capacity: never dropped.
+#include <algorithm>
+
+#include "runtime/canary_impl.h"
+
+namespace kvcanary::runtime {
+
+void CanaryManager::Impl::MaybeSweep() {
+  const int64_t interval = config_.sweep_interval;
+  if (interval <= 0) return;
+  const int64_t step = outer_step_;
+  if (last_sweep_step_ >= 0 && step - last_sweep_step_ < interval) return;
+  last_sweep_step_ = step;
+  if (radix_ == nullptr) return;
+
+  const RadixWalk walk = WalkRadix(*radix_);
+  const int64_t capacity = capacities_.verify_capacity;
+  for (size_t g = 0; g < groups_.size(); ++g) {
+    const VerifyPlanView& plan = forwards_[0].groups[g].verify_plan;
+    for (int64_t begin = 0; begin < walk.size(); begin += capacity) {
+      const int64_t n = std::min(capacity, walk.size() - begin);
+      const std::vector<int64_t> no_token(n, -1);
+      CopyBytesAsync(plan.verify_slot_indices.data(), walk.slot_indices.data() + begin, 8 * n,
+                     device_, stream_);
+      CopyBytesAsync(plan.verify_prev_slot_indices.data(), walk.prev_slot_indices.data() + begin,
+                     8 * n, device_, stream_);
+      CopyBytesAsync(plan.verify_expected_positions.data(), walk.positions.data() + begin, 8 * n,
+                     device_, stream_);
+      CopyBytesAsync(plan.verify_expected_tokens.data(), no_token.data(), 8 * n, device_, stream_);
+      const int32_t header[2] = {static_cast<int32_t>(n), 1};  // num_valid, enable
+      CopyBytesAsync(plan.verify_num_valid.data(), &header[0], 4, device_, stream_);
+      CopyBytesAsync(plan.enable.data(), &header[1], 4, device_, stream_);
+      if (groups_[g].spec.kind == GroupKind::kSwa) {
+        // The walk holds full-pool slots; the SWA group's records live in its own slot space.
+        for (const TensorView& slots : {plan.verify_slot_indices, plan.verify_prev_slot_indices}) {
+          SwaTranslateArgs translate;
+          translate.slot_indices = TensorView(slots.data(), DType::kInt64, device_, {n});
+          translate.full_to_swa_index_mapping = groups_[g].spec.full_to_swa;
+          translate.out_slot_indices = translate.slot_indices;
+          SwaTranslate(translate, stream_);
+        }
+      }
+      VerifyGroup(g, Stage::kSweep, plan, /*check_token=*/false);
+      // The host arrays above must outlive the copies that read them.
+      SynchronizeStream(device_, stream_);
+    }
+  }
+  sweep_passes_ += 1;
+  sweep_since_health_stage_ = true;
+  Log(LogLevel::kInfo, FormatSweepLine(sweep_passes_, step));
+}
+
+}  // namespace kvcanary::runtime

@@ -1,0 +1,91 @@
+#include "kvcanary/runtime/metrics.h"
+
+#include <string_view>
+
+namespace kvcanary::runtime {
+namespace {
+
+void AppendHeader(std::string& out, std::string_view name, std::string_view type,
+                  std::string_view help) {
+  out.append("# HELP ").append(name).append(" ").append(help).append("\n");
+  out.append("# TYPE ").append(name).append(" ").append(type).append("\n");
+}
+
+void AppendScalar(std::string& out, std::string_view name, std::string_view type,
+                  std::string_view help, int64_t value) {
+  AppendHeader(out, name, type, help);
+  out.append(name).append(" ").append(std::to_string(value)).append("\n");
+}
+
+// Tag names are fixed upper-case identifiers, so label values need no escaping.
+void AppendPerTag(std::string& out, std::string_view name, std::string_view help,
+                  const std::array<int64_t, kNumLaunchTags>& values) {
+  AppendHeader(out, name, "counter", help);
+  for (int tag = 0; tag < kNumLaunchTags; ++tag) {
+    out.append(name)
+        .append("{launch_tag=\"")
+        .append(LaunchTagName(tag))
+        .append("\"} ")
+        .append(std::to_string(values[tag]))
+        .append("\n");
+  }
+}
+
+}  // namespace
+
+std::string FormatPrometheus(const MetricsSnapshot& s) {
+  std::string out;
+  AppendPerTag(out, "kvcanary_kernel_runs_total", "Canary kernel launches per launch tag.",
+               s.kernel_runs);
+  AppendPerTag(out, "kvcanary_protected_tokens_total",
+               "Canary records checked or written per launch tag.", s.protected_tokens);
+  AppendPerTag(out, "kvcanary_violations_by_tag_total", "Violation rows per launch tag.",
+               s.violations_by_tag);
+  AppendScalar(out, "kvcanary_violations_total", "counter",
+               "Violation rows recorded on the device, including rows past the ring.",
+               s.violations_total);
+  AppendScalar(out, "kvcanary_rows_reported_total", "counter",
+               "Violation rows logged or raised by the reporter.", s.rows_reported);
+  AppendScalar(out, "kvcanary_untouched_rows_dropped_total", "counter",
+               "Violation rows of never-written canary slots dropped by the reporter.",
+               s.untouched_rows_dropped);
+  AppendScalar(out, "kvcanary_split_steps_total", "counter",
+               "Steps whose verify was split outside the graph because of plan overflow.",
+               s.split_steps);
+  AppendScalar(out, "kvcanary_skipped_steps_total", "counter",
+               "Steps whose per-forward verify was skipped due to overflow.", s.skipped_steps);
+  AppendScalar(out, "kvcanary_sweep_passes_total", "counter", "Completed sweep passes.",
+               s.sweep_passes);
+  AppendScalar(out, "kvcanary_health_checks_total", "counter", "Health checks drained.",
+               s.health_checks);
+  AppendScalar(out, "kvcanary_last_violation_step", "gauge",
+               "Outer step at which the last violation was reported, -1 if none.",
+               s.last_violation_step);
+  AppendScalar(out, "kvcanary_ring_overflow", "gauge",
+               "1 if more violations were recorded than the ring holds.",
+               s.ring_overflow ? 1 : 0);
+  return out;
+}
+
+std::string FormatIncidentJson(const ViolationRow& row, int64_t step) {
+  std::string reasons;
+  for (int i = 0; i < FailReason::kNumBits; ++i) {
+    const int64_t bit = int64_t{1} << i;
+    const char* label = FailReasonLabel(bit);
+    if ((row.fail_reason_bits & bit) == 0 || label == nullptr) continue;
+    if (!reasons.empty()) reasons += ",";
+    reasons.append("\"").append(label).append("\"");
+  }
+  // Hashes as hex strings: JSON numbers beyond 2^53 lose precision in most parsers.
+  return "{\"step\":" + std::to_string(step) + ",\"launch_tag\":\"" +
+         LaunchTagLabel(row.kernel_kind) + "\",\"fail_reasons\":[" + reasons +
+         "],\"slot_idx\":" + std::to_string(row.slot_idx) +
+         ",\"position\":" + std::to_string(row.position) +
+         ",\"stored_token\":" + std::to_string(row.stored_token) +
+         ",\"expected_token\":" + std::to_string(row.expected_token) +
+         ",\"stored_chain_hash\":\"" + FormatHex64(row.stored_chain_hash) +
+         "\",\"expected_aux\":\"" + FormatHex64(row.expected_aux) +
+         "\",\"fail_reason_bits\":" + std::to_string(row.fail_reason_bits) + "}";
+}
+
+}  // namespace kvcanary::runtime

@@ -1,0 +1,207 @@
+// The step protocol end to end over a fake engine (tests/runtime/fake_engine.h): a clean run
+// reports nothing, each corruption is reported with the right tag and reason one step later,
+// split verification still catches it, raise mode throws, metrics and the sidecar work.
+#include "kvcanary/runtime/canary_manager.h"
+
+#include <gtest/gtest.h>
+
+#include <regex>
+
+#include "kvcanary/error.h"
+#include "runtime/fake_engine.h"
+
+namespace kvcanary::runtime {
+namespace {
+
+using testing::FakeEngine;
+using testing::FakeEngineOptions;
+
+struct Seen {
+  std::vector<ViolationRow> rows;
+  std::vector<int64_t> steps;
+};
+
+FakeEngineOptions LogOptions(RealKvHashMode real_data = RealKvHashMode::kPartial) {
+  FakeEngineOptions options;
+  options.config.mode = Mode::kLog;
+  options.config.real_data = real_data;
+  options.config.enable_mha_v = true;
+  return options;
+}
+
+void Listen(FakeEngine& engine, Seen& seen) {
+  engine.canary->SetViolationListener([&seen](const ViolationRow& row, int64_t step) {
+    seen.rows.push_back(row);
+    seen.steps.push_back(step);
+  });
+}
+
+TEST(CanaryManager, ModeNoneInstallsNothing) {
+  FakeEngineOptions options;
+  FakeEngine engine(options);
+  EXPECT_EQ(engine.canary, nullptr);
+}
+
+TEST(CanaryManager, CleanRunReportsNothingAndCountsTokens) {
+  FakeEngine engine(LogOptions());
+  Seen seen;
+  Listen(engine, seen);
+  engine.AddRequest(20);
+  engine.AddRequest(7);
+  for (int i = 0; i < 30; ++i) engine.Step();
+  EXPECT_TRUE(seen.rows.empty());
+  const MetricsSnapshot metrics = engine.canary->Metrics();
+  int64_t protected_tokens = 0;
+  for (int64_t count : metrics.protected_tokens) protected_tokens += count;
+  EXPECT_GT(protected_tokens, 0);
+  // Verify and write each count a run; the counters trail by one step (staged, read next step).
+  EXPECT_EQ(metrics.kernel_runs[static_cast<int>(CanaryLaunchTag::kTailVFull)], 2 * 29);
+  EXPECT_EQ(engine.canary->outer_step(), 30);
+  EXPECT_GT(engine.canary->device_bytes(), 4 * 512 * 32);
+  EXPECT_TRUE(engine.log.Contains("install_canary:"));
+}
+
+TEST(CanaryManager, RemappedPrefixEntryIsReportedOneStepLate) {
+  FakeEngine engine(LogOptions());
+  Seen seen;
+  Listen(engine, seen);
+  const int64_t row = engine.AddRequest(10);
+  engine.AddRequest(10);
+  for (int i = 0; i < 3; ++i) engine.Step();
+  // Position 4 of request 1 now points at a live slot of request 2.
+  engine.SetSlot(row, 4, engine.SlotOf(2, 6));
+  engine.Step();  // step 3: HEAD and TAIL verify see it
+  EXPECT_TRUE(seen.rows.empty()) << "reported in the step it happened";
+  engine.Step();  // step 4: the pump drains step 3's write index
+  ASSERT_FALSE(seen.rows.empty());
+  EXPECT_EQ(seen.steps.front(), 5);
+  const ViolationRow& first = seen.rows.front();
+  EXPECT_EQ(first.kernel_kind, static_cast<int64_t>(CanaryLaunchTag::kHeadKFull));
+  EXPECT_TRUE(first.fail_reason_bits & FailReason::kVerifyPositionMismatch);
+  EXPECT_TRUE(engine.log.Contains("kv_canary violation: launch_tag=HEAD_K_FULL"));
+}
+
+TEST(CanaryManager, FlippedKvByteIsCaughtByTailRealKvHash) {
+  FakeEngine engine(LogOptions());
+  Seen seen;
+  Listen(engine, seen);
+  engine.AddRequest(12);
+  for (int i = 0; i < 3; ++i) engine.Step();
+  const int64_t slot = engine.SlotOf(1, 5);
+  engine.FlipKByte(slot, 3);
+  engine.Step();
+  engine.Step();
+  ASSERT_FALSE(seen.rows.empty());
+  bool tail_real_kv = false;
+  for (const ViolationRow& row : seen.rows) {
+    if (row.kernel_kind == static_cast<int64_t>(CanaryLaunchTag::kTailKFull) &&
+        (row.fail_reason_bits & FailReason::kVerifyRealKvHashMismatch) && row.slot_idx == slot) {
+      tail_real_kv = true;
+    }
+    // HEAD records carry no fingerprint: only TAIL can see a byte flip.
+    EXPECT_NE(row.kernel_kind, static_cast<int64_t>(CanaryLaunchTag::kHeadKFull));
+  }
+  EXPECT_TRUE(tail_real_kv);
+}
+
+TEST(CanaryManager, FlippedKvByteIsInvisibleWithoutRealData) {
+  FakeEngine engine(LogOptions(RealKvHashMode::kNone));
+  Seen seen;
+  Listen(engine, seen);
+  engine.AddRequest(12);
+  for (int i = 0; i < 3; ++i) engine.Step();
+  engine.FlipKByte(engine.SlotOf(1, 5), 3);
+  for (int i = 0; i < 3; ++i) engine.Step();
+  EXPECT_TRUE(seen.rows.empty());
+}
+
+TEST(CanaryManager, OverflowIsVerifiedInChunks) {
+  FakeEngineOptions options = LogOptions();
+  options.capacities = Capacities{/*verify=*/16, /*write_req=*/8, /*write_entry=*/256};
+  FakeEngine engine(options);
+  Seen seen;
+  Listen(engine, seen);
+  for (int r = 0; r < 4; ++r) engine.AddRequest(12);
+  for (int i = 0; i < 3; ++i) engine.Step();
+  EXPECT_TRUE(engine.log.Contains("verified outside the graph in"));
+  EXPECT_TRUE(seen.rows.empty());
+  EXPECT_FALSE(engine.log.Contains("verify skipped this step"));
+  engine.SetSlot(3, 2, engine.SlotOf(4, 9));
+  engine.Step();
+  engine.Step();
+  ASSERT_FALSE(seen.rows.empty()) << "a step over capacity was not verified";
+  EXPECT_GT(engine.canary->split_steps(), 0);
+}
+
+TEST(CanaryManager, RaiseModeThrowsOnceWithEveryMessage) {
+  FakeEngineOptions options = LogOptions();
+  options.config.mode = Mode::kRaise;
+  FakeEngine engine(options);
+  engine.AddRequest(10);
+  for (int i = 0; i < 2; ++i) engine.Step();
+  engine.SetSlot(1, 3, engine.SlotOf(1, 7));
+  engine.Step();
+  try {
+    engine.Step();
+    FAIL() << "raise mode did not raise";
+  } catch (const ViolationError& error) {
+    EXPECT_NE(std::string(error.what()).find("kv_canary violation: launch_tag="), std::string::npos);
+  }
+  EXPECT_FALSE(engine.log.Contains("WARNING kv_canary violation"));
+}
+
+TEST(CanaryManager, PhaseOrderIsChecked) {
+  FakeEngine engine(LogOptions());
+  EXPECT_THROW(engine.canary->PreForward(0), Error);
+}
+
+TEST(CanaryManager, PrometheusTextHasEveryTag) {
+  FakeEngine engine(LogOptions());
+  engine.AddRequest(5);
+  for (int i = 0; i < 4; ++i) engine.Step();
+  const std::string text = engine.canary->PrometheusText();
+  EXPECT_NE(text.find("launch_tag=\"TAIL_K_FULL\""), std::string::npos);
+  const std::regex sample(R"(^[a-z_]+(\{[^}]*\})? -?[0-9]+$)");
+  std::istringstream lines(text);
+  std::string line;
+  int samples = 0;
+  while (std::getline(lines, line)) {
+    if (line.empty() || line[0] == '#') continue;
+    EXPECT_TRUE(std::regex_match(line, sample)) << line;
+    samples += 1;
+  }
+  EXPECT_GT(samples, 12);
+}
+
+TEST(CanaryManager, BackupAndRestoreCarryRecords) {
+  FakeEngine engine(LogOptions());
+  engine.AddRequest(6);
+  for (int i = 0; i < 2; ++i) engine.Step();
+  const TensorView tail = engine.canary->CanaryBuffer(GroupKind::kFull, true, false);
+  const uint8_t* records = tail.data_as<uint8_t>();
+  std::vector<uint8_t> original(records + 3 * 32, records + 4 * 32);
+  engine.canary->BackupRecords(GroupKind::kFull, {11}, {3});
+  std::memset(tail.data_as<uint8_t>() + 6 * 32, 0, 32);
+  engine.canary->RestoreRecords(GroupKind::kFull, {11}, {6});
+  EXPECT_EQ(std::vector<uint8_t>(records + 6 * 32, records + 7 * 32), original);
+  EXPECT_THROW(engine.canary->BackupRecords(GroupKind::kFull, {64}, {3}), Error);
+  EXPECT_THROW(engine.canary->BackupRecords(GroupKind::kSwa, {1}, {3}), Error);
+}
+
+TEST(CanaryManager, SpliceOrdersKAndVHalves) {
+  FakeEngine engine(LogOptions());
+  std::vector<CanaryManager::BufferInfo> list = {{nullptr, 1, 1}, {nullptr, 2, 2}};
+  engine.canary->SpliceBufInfo(GroupKind::kFull, list, 1);
+  ASSERT_EQ(list.size(), 6u);
+  EXPECT_EQ(list[0].data, engine.canary->CanaryBuffer(GroupKind::kFull, false, false).data());
+  EXPECT_EQ(list[1].bytes, 1);
+  EXPECT_EQ(list[2].data, engine.canary->CanaryBuffer(GroupKind::kFull, true, false).data());
+  EXPECT_EQ(list[3].data, engine.canary->CanaryBuffer(GroupKind::kFull, false, true).data());
+  EXPECT_EQ(list[4].bytes, 2);
+  EXPECT_EQ(list[5].data, engine.canary->CanaryBuffer(GroupKind::kFull, true, true).data());
+  std::vector<CanaryManager::BufferInfo> odd(3);
+  EXPECT_THROW(engine.canary->SpliceBufInfo(GroupKind::kFull, odd, 1), Error);
+}
+
+}  // namespace
+}  // namespace kvcanary::runtime

@@ -1,0 +1,225 @@
+#include "kvcanary/runtime/config.h"
+
+#include <gtest/gtest.h>
+
+#include <map>
+#include <string>
+
+#include "kvcanary/error.h"
+
+namespace kvcanary::runtime {
+namespace {
+
+EnvLookup MapEnv(std::map<std::string, std::string> values) {
+  return [values = std::move(values)](const std::string& name) -> std::optional<std::string> {
+    const auto it = values.find(name);
+    if (it == values.end()) return std::nullopt;
+    return it->second;
+  };
+}
+
+// Runs `body`, requires it to throw kvcanary::Error, and returns the message.
+template <typename Body>
+std::string ErrorMessage(Body body) {
+  try {
+    body();
+  } catch (const Error& error) {
+    return error.what();
+  }
+  ADD_FAILURE() << "no kvcanary::Error thrown";
+  return "";
+}
+
+TEST(Config, ModeAcceptsTrimmedCaseInsensitiveValues) {
+  EXPECT_EQ(ParseMode("NONE"), Mode::kNone);
+  EXPECT_EQ(ParseMode("  log  "), Mode::kLog);
+  EXPECT_EQ(ParseMode("raise"), Mode::kRaise);
+}
+
+TEST(Config, ModeRejectsOtherValuesQuotingThem) {
+  for (const char* value : {"disabled", "warn", "health_check"}) {
+    EXPECT_EQ(ErrorMessage([&] { ParseMode(value); }),
+              std::string("kv-canary: mode must be one of none/log/raise, got '") + value + "'");
+  }
+}
+
+TEST(Config, RealDataMapsToHashModes) {
+  EXPECT_EQ(static_cast<int>(ParseRealData("none")), 0);
+  EXPECT_EQ(static_cast<int>(ParseRealData("partial")), 1);
+  EXPECT_EQ(static_cast<int>(ParseRealData(" ALL ")), 2);
+  EXPECT_EQ(ErrorMessage([] { ParseRealData("half"); }),
+            "kv-canary: real_data must be one of none/partial/all, got 'half'");
+}
+
+TEST(Config, Defaults) {
+  const Config config = Config::FromEnv(MapEnv({}));
+  EXPECT_EQ(config.mode, Mode::kNone);
+  EXPECT_EQ(config.real_data, RealKvHashMode::kNone);
+  EXPECT_EQ(config.sweep_interval, 0);
+  EXPECT_EQ(config.ring_capacity, 1024);
+  EXPECT_EQ(config.stats_print_every_n_steps, 100);
+  EXPECT_FALSE(config.enable_write_input_assert);
+  EXPECT_FALSE(config.enable_verify_token_assert);
+  EXPECT_FALSE(config.enable_token_oracle);
+  EXPECT_FALSE(config.enable_mha_v);
+  EXPECT_FALSE(config.verify_backup);
+  EXPECT_FALSE(config.report_untouched_rows);
+  EXPECT_FALSE(config.allreduce_violation_signal);
+}
+
+TEST(Config, EnvironmentValuesAreHonoured) {
+  const Config config = Config::FromEnv(MapEnv({{"KVCANARY_MODE", "log"},
+                                                {"KVCANARY_RING_CAPACITY", "512"},
+                                                {"KVCANARY_ENABLE_WRITE_INPUT_ASSERT", "1"},
+                                                {"KVCANARY_STATS_PRINT_EVERY_N_STEPS", "50"},
+                                                {"KVCANARY_REAL_DATA", "partial"},
+                                                {"KVCANARY_SWEEP_INTERVAL", " 8 "},
+                                                {"KVCANARY_ENABLE_MHA_V", "Yes"},
+                                                {"KVCANARY_REPORT_UNTOUCHED_ROWS", "on"},
+                                                {"KVCANARY_ALLREDUCE_VIOLATION_SIGNAL", "true"},
+                                                {"KVCANARY_VERIFY_BACKUP", "off"}}));
+  EXPECT_EQ(config.mode, Mode::kLog);
+  EXPECT_EQ(config.ring_capacity, 512);
+  EXPECT_TRUE(config.enable_write_input_assert);
+  EXPECT_EQ(config.stats_print_every_n_steps, 50);
+  EXPECT_EQ(config.real_data, RealKvHashMode::kPartial);
+  EXPECT_EQ(config.sweep_interval, 8);
+  EXPECT_TRUE(config.enable_mha_v);
+  EXPECT_TRUE(config.report_untouched_rows);
+  EXPECT_TRUE(config.allreduce_violation_signal);
+  EXPECT_FALSE(config.verify_backup);
+}
+
+TEST(Config, EmptyValuesMeanUnset) {
+  const Config config = Config::FromEnv(MapEnv(
+      {{"KVCANARY_MODE", ""}, {"KVCANARY_RING_CAPACITY", "  "}, {"KVCANARY_ENABLE_MHA_V", ""}}));
+  EXPECT_EQ(config.mode, Mode::kNone);
+  EXPECT_EQ(config.ring_capacity, 1024);
+  EXPECT_FALSE(config.enable_mha_v);
+}
+
+TEST(Config, BooleansAcceptEveryListedSpelling) {
+  for (const char* value : {"1", "true", "TRUE", " yes ", "on"}) {
+    EXPECT_EQ(ParseBool("V", value), std::optional<bool>(true)) << value;
+  }
+  for (const char* value : {"0", "false", "No", "off "}) {
+    EXPECT_EQ(ParseBool("V", value), std::optional<bool>(false)) << value;
+  }
+  EXPECT_EQ(ParseBool("V", ""), std::nullopt);
+}
+
+TEST(Config, UnparsableValuesNameTheVariable) {
+  EXPECT_EQ(ErrorMessage([] {
+              Config::FromEnv(MapEnv({{"KVCANARY_ENABLE_MHA_V", "maybe"}}));
+            }),
+            "kv-canary: KVCANARY_ENABLE_MHA_V must be a boolean, got 'maybe'");
+  EXPECT_EQ(ErrorMessage([] {
+              Config::FromEnv(MapEnv({{"KVCANARY_RING_CAPACITY", "12x"}}));
+            }),
+            "kv-canary: KVCANARY_RING_CAPACITY must be an integer, got '12x'");
+  EXPECT_EQ(ErrorMessage([] {
+              PerturbConfig::FromEnv(MapEnv({{"KVCANARY_PERTURB_REQ_TO_TOKEN_PROB", "half"}}));
+            }),
+            "kv-canary: KVCANARY_PERTURB_REQ_TO_TOKEN_PROB must be a number, got 'half'");
+}
+
+TEST(Config, ValidateRejectsInvalidCombinations) {
+  EXPECT_EQ(ErrorMessage([] {
+              Config::FromEnv(MapEnv({{"KVCANARY_SWEEP_INTERVAL", "4"}}));
+            }),
+            "kv-canary: sweep_interval > 0 requires mode in {log, raise}");
+  Config config;
+  config.mode = Mode::kLog;
+  config.sweep_interval = -1;
+  EXPECT_EQ(ErrorMessage([&] { config.Validate(); }),
+            "kv-canary: sweep_interval must be non-negative, got -1");
+  config.sweep_interval = 0;
+  config.ring_capacity = 0;
+  EXPECT_EQ(ErrorMessage([&] { config.Validate(); }),
+            "kv-canary: ring_capacity must be positive, got 0");
+  config.ring_capacity = 1;
+  EXPECT_NO_THROW(config.Validate());
+}
+
+TEST(Config, ToStringNamesEveryField) {
+  Config config;
+  config.mode = Mode::kRaise;
+  config.real_data = RealKvHashMode::kAll;
+  const std::string text = config.ToString();
+  EXPECT_NE(text.find("mode=raise"), std::string::npos) << text;
+  EXPECT_NE(text.find("real_data=all"), std::string::npos) << text;
+  EXPECT_NE(text.find("ring_capacity=1024"), std::string::npos) << text;
+  EXPECT_NE(text.find("allreduce_violation_signal=false"), std::string::npos) << text;
+}
+
+TEST(Config, NamesOfEnums) {
+  EXPECT_STREQ(ModeName(Mode::kLog), "log");
+  EXPECT_STREQ(RealDataName(RealKvHashMode::kPartial), "partial");
+  EXPECT_STREQ(GroupKindName(GroupKind::kFull), "FULL");
+  EXPECT_STREQ(GroupKindName(GroupKind::kSwa), "SWA");
+}
+
+TEST(PerturbConfig, DefaultsAreOff) {
+  const PerturbConfig config = PerturbConfig::FromEnv(MapEnv({}));
+  EXPECT_FALSE(config.AnyEnabled());
+  EXPECT_FALSE(config.target_group.has_value());
+  EXPECT_EQ(config.warmup_steps, 50);
+  EXPECT_EQ(config.seed, 0u);
+}
+
+TEST(PerturbConfig, EnvironmentValuesAreHonoured) {
+  const PerturbConfig config =
+      PerturbConfig::FromEnv(MapEnv({{"KVCANARY_PERTURB_REAL_KV_USED_PROB", "0.25"},
+                                     {"KVCANARY_PERTURB_TARGET_GROUP", "  SWA "},
+                                     {"KVCANARY_PERTURB_WARMUP_STEPS", "3"},
+                                     {"KVCANARY_PERTURB_SEED", "18446744073709551615"}}));
+  EXPECT_DOUBLE_EQ(config.real_kv_used_prob, 0.25);
+  EXPECT_TRUE(config.AnyEnabled());
+  EXPECT_EQ(config.target_group, std::optional<GroupKind>(GroupKind::kSwa));
+  EXPECT_EQ(config.warmup_steps, 3);
+  EXPECT_EQ(config.seed, ~uint64_t{0});
+  EXPECT_EQ(config.RequireTargetGroup("real_kv_used"), GroupKind::kSwa);
+}
+
+TEST(PerturbConfig, ProbabilitiesMustBeInUnitInterval) {
+  EXPECT_EQ(ErrorMessage([] {
+              PerturbConfig::FromEnv(MapEnv({{"KVCANARY_PERTURB_NEXT_TOKEN_SWAP_PROB", "1.5"}}));
+            }),
+            "kv-canary: KVCANARY_PERTURB_NEXT_TOKEN_SWAP_PROB must be in [0, 1], got 1.5");
+  PerturbConfig config;
+  config.real_kv_post_forward_prob = -0.5;
+  EXPECT_EQ(ErrorMessage([&] { config.Validate(); }),
+            "kv-canary: KVCANARY_PERTURB_REAL_KV_POST_FORWARD_PROB must be in [0, 1], got -0.5");
+  config.real_kv_post_forward_prob = 1.0;
+  EXPECT_NO_THROW(config.Validate());
+}
+
+TEST(PerturbConfig, TargetGroupRejectsOtherValuesQuotingTheRawText) {
+  for (const char* raw : {"any", "prefix", " Both "}) {
+    EXPECT_EQ(ErrorMessage([&] {
+                PerturbConfig::FromEnv(MapEnv({{"KVCANARY_PERTURB_TARGET_GROUP", raw}}));
+              }),
+              std::string("kv-canary: KVCANARY_PERTURB_TARGET_GROUP must be one of 'full' / "
+                          "'swa', got '") + raw + "'");
+  }
+  EXPECT_EQ(ParseGroupKind("Full"), GroupKind::kFull);
+}
+
+TEST(PerturbConfig, UnsetTargetGroupFailsOnlyWhenAPerturbationFires) {
+  PerturbConfig config;
+  config.real_kv_used_prob = 1.0;
+  EXPECT_NO_THROW(config.Validate());
+  EXPECT_EQ(ErrorMessage([&] { config.RequireTargetGroup("real_kv_used"); }),
+            "kv-canary: KVCANARY_PERTURB_TARGET_GROUP must be explicitly set to 'full' or 'swa' "
+            "when real_kv_used perturbation is enabled");
+}
+
+TEST(PerturbConfig, ToStringShowsUnsetTarget) {
+  PerturbConfig config;
+  EXPECT_NE(config.ToString().find("target_group=unset"), std::string::npos);
+  config.target_group = GroupKind::kFull;
+  EXPECT_NE(config.ToString().find("target_group=FULL"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace kvcanary::runtime
