@@ -21,4 +21,7 @@ struct Command {
 // `kvcanary bench [--device cpu|cuda] [--suite quick|standard] [--json PATH] [--reps N]`.
 Command AddBenchCommand(CLI::App& app);
 
+// `kvcanary sim [--scenario NAME] [flags overriding the preset]` (spec/sim.md).
+Command AddSimCommand(CLI::App& app);
+
 }  // namespace kvcanary::cli

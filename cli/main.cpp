@@ -28,6 +28,7 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   const std::vector<kvcanary::cli::Command> commands = {
       kvcanary::cli::AddBenchCommand(app),
+      kvcanary::cli::AddSimCommand(app),
   };
   try {
     app.parse(argc, argv);

@@ -1,0 +1,298 @@
+#include "sim/engine.h"
+
+#include <algorithm>
+#include <chrono>
+
+#include "kvcanary/error.h"
+#include "kvcanary/runtime/config.h"
+
+namespace kvcanary::sim {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double SecondsSince(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+// The table lives in a wider parent (a data-parallel shard), so a hard-coded row stride is a
+// real bug the plan op can catch (the stride_view fault).
+constexpr int64_t kShardPadding = 64;
+
+// Columns of the forward-input buffer.
+enum Column { kRows, kPrefix, kExtend, kIds, kPositions, kSlots, kNumColumns };
+
+runtime::Config CanaryConfig(const SimOptions& options) {
+  runtime::Config config;
+  config.mode = runtime::ParseMode(options.mode);
+  config.real_data = runtime::ParseRealData(options.real_data);
+  config.sweep_interval = config.mode == runtime::Mode::kNone ? 0 : options.sweep_interval;
+  config.ring_capacity = options.ring_capacity;
+  config.stats_print_every_n_steps = 100;
+  config.enable_write_input_assert = true;
+  config.enable_mha_v = true;
+  return config;
+}
+
+}  // namespace
+
+Engine::Engine(const SimOptions& options, std::string name, runtime::LogSink* log)
+    : options_(options),
+      name_(std::move(name)),
+      device_(options.device == "cuda" ? Device::CUDA(0) : Device::CPU()),
+      oracle_(static_cast<int>(options.num_layers), options.bytes_per_token, options.vocab_size) {
+  stream_ = std::make_unique<runtime::OwnedStream>(device_);
+  const StreamHandle stream = stream_->handle();
+  pool_ = std::make_unique<KvPool>(device_, options.num_slots, static_cast<int>(options.num_layers),
+                                   options.bytes_per_token, stream);
+  table_ = std::make_unique<ReqToTokenTable>(device_, options.max_running_reqs,
+                                             options.max_context_len, stream,
+                                             options.max_context_len + kShardPadding);
+  allocator_ = std::make_unique<SlotAllocator>(options.num_slots);
+  radix_ = std::make_unique<RadixCache>();
+  SchedulerOptions scheduler_options;
+  scheduler_options.max_running_reqs = options.max_running_reqs;
+  scheduler_options.chunk_size = options.chunk_size;
+  scheduler_options.prefill_token_budget = options.prefill_token_budget;
+  scheduler_options.max_context_len = options.max_context_len;
+  scheduler_ = std::make_unique<Scheduler>(scheduler_options, *allocator_, *table_, *radix_);
+
+  slot_contents_.assign(options.num_slots, {0, 0});
+  token_capacity_ = std::max(options.prefill_token_budget, options.max_running_reqs) + 1;
+  batch_buffer_ = runtime::DeviceBuffer(device_, 8 * kNumColumns * token_capacity_);
+
+  runtime::InstallArgs args;
+  args.device = device_;
+  args.stream = stream;
+  args.req_to_token = table_->View();
+  runtime::GroupSpec full;
+  full.kind = runtime::GroupKind::kFull;
+  full.num_slots = options.num_slots;
+  full.k_layer0 = pool_->Layer(0, 0);
+  full.v_layer0 = pool_->Layer(0, 1);
+  full.bytes_per_token = options.bytes_per_token;
+  full.host_slots = options.host_tier ? options.host_slots : 0;
+  args.groups = {full};
+  args.pool_slot_count = options.num_slots;
+  args.max_prefill_tokens = token_capacity_;
+  args.log = log;
+  canary_ = runtime::CanaryManager::Install(CanaryConfig(options), args);
+  if (canary_) {
+    canary_->MarkInitFinished();
+    canary_->AttachRadixCache(radix_.get());
+    canary_->SetViolationListener([this](const runtime::ViolationRow& row, int64_t) {
+      violations_.push_back(
+          ReportedViolation{row, stats_.steps, runtime::FormatViolationFirstLine(row)});
+    });
+  }
+}
+
+Engine::~Engine() = default;
+
+ExpectedState& Engine::ExpectedFor(const Request& req) {
+  auto it = expected_.find(req.spec.id);
+  if (it == expected_.end()) it = expected_.emplace(req.spec.id, oracle_.NewExpectedState()).first;
+  return it->second;
+}
+
+void Engine::DescribeForward(const Batch& batch, const ForwardView& view,
+                             runtime::StepInput& input) {
+  runtime::ForwardHostInput host;
+  std::vector<int64_t> ids, slots;
+  for (const BatchRow& row : batch.rows) {
+    host.req_pool_indices.push_back(row.row);
+    host.prefix_lens.push_back(row.prefix_len);
+    host.extend_seq_lens.push_back(row.extend_len);
+    for (int64_t i = 0; i < row.extend_len; ++i) {
+      const int64_t pos = row.prefix_len + i;
+      ids.push_back(row.req->tokens[pos]);
+      slots.push_back(row.new_slots[i]);
+      // The write-input assert compares with what the sampler produced, not with what the
+      // scheduler fed back: the two differ exactly when the feedback path is broken.
+      int64_t expected = row.req->tokens[pos];
+      const auto sampled = last_true_sample_.find(row.req->spec.id);
+      if (pos == row.req->seq_len() - 1 && sampled != last_true_sample_.end() &&
+          pos >= static_cast<int64_t>(row.req->spec.prompt.size())) {
+        expected = sampled->second;
+      }
+      host.expected_input_tokens.push_back(expected);
+      host.expected_input_positions.push_back(pos);
+    }
+  }
+  const int64_t bs = static_cast<int64_t>(batch.rows.size());
+  const int64_t n = static_cast<int64_t>(ids.size());
+  if (n + 1 > token_capacity_ || bs + 1 > token_capacity_) {
+    ThrowError("kv-canary sim: ", name_, " batch of ", n, " tokens exceeds the engine's ",
+               token_capacity_ - 1);
+  }
+  const std::vector<int64_t>* columns[kNumColumns] = {
+      &host.req_pool_indices, &host.prefix_lens, &host.extend_seq_lens, &ids, &view.positions,
+      &slots};
+  runtime::ForwardBatch forward;
+  forward.batch_size = bs;
+  forward.num_tokens = n;
+  TensorView* views[kNumColumns] = {&forward.req_pool_indices, &forward.prefix_lens,
+                                    &forward.extend_seq_lens, &forward.input_ids,
+                                    &forward.positions, &forward.out_cache_loc};
+  for (int c = 0; c < kNumColumns; ++c) {
+    const int64_t offset = 8 * c * token_capacity_;
+    runtime::CopyBytesAsync(batch_buffer_.data_as<char>() + offset, columns[c]->data(),
+                            8 * static_cast<int64_t>(columns[c]->size()), device_,
+                            stream_->handle());
+    *views[c] = batch_buffer_.View(DType::kInt64, {token_capacity_}, offset);
+  }
+  forward.req_to_token = view.table_stride == table_->row_pitch()
+                             ? table_->View()
+                             : table_->ViewWithRowStride(view.table_stride);
+  forward.req_to_token_stride0 = view.stride0;
+  input.forwards = {forward};
+  input.host = {host};
+}
+
+void Engine::RunModel(const Batch& batch, const ForwardView& view) {
+  // The forward writes the KV of every new token at the position it was given.
+  int64_t token = 0;
+  for (const BatchRow& row : batch.rows) {
+    for (int64_t i = 0; i < row.extend_len; ++i, ++token) {
+      pool_->WriteToken(row.new_slots[i], row.req->tokens[row.prefix_len + i],
+                        view.positions[token]);
+      slot_contents_[row.new_slots[i]] = {row.req->tokens[row.prefix_len + i],
+                                          view.positions[token]};
+    }
+  }
+  // Attention reads every prefix slot through req_to_token (with the stride the engine uses).
+  pool_->FetchToHost();
+  last_sampled_.clear();
+  for (const BatchRow& row : batch.rows) {
+    if (!row.produces_token) continue;
+    const int64_t seq_len = row.prefix_len + row.extend_len;
+    const int64_t query = row.req->tokens[seq_len - 1];
+    const int32_t* slot_row = table_->HostData() + row.row * view.table_stride;
+    SampledToken sampled;
+    sampled.req = row.req;
+    sampled.position = seq_len;
+    sampled.actual = oracle_.NextTokenFromPool(*pool_, slot_row, seq_len, query);
+    ExpectedState& expected = ExpectedFor(*row.req);
+    while (expected.length() < seq_len) expected.Append(row.req->tokens[expected.length()]);
+    sampled.expected = expected.NextToken(query);
+    if (sampled.actual != sampled.expected) stats_.oracle_mismatches += 1;
+    last_sampled_.push_back(sampled);
+  }
+}
+
+bool Engine::Step(int64_t step, EngineHooks& hooks) {
+  const auto step_start = Clock::now();
+  double canary_seconds = 0;
+  auto timed = [&](auto&& call) {
+    const auto start = Clock::now();
+    call();
+    canary_seconds += SecondsSince(start);
+  };
+  Batch batch = scheduler_->Schedule(step);
+  if (batch.kind == Batch::kPoolTooSmall) {
+    throw UsageError("pool too small: " + batch.reason);
+  }
+  if (batch.kind == Batch::kIdle) {
+    if (canary_) Drain(1);
+    return false;
+  }
+  ForwardView view;
+  for (const BatchRow& row : batch.rows) {
+    for (int64_t i = 0; i < row.extend_len; ++i) view.positions.push_back(row.prefix_len + i);
+  }
+  view.table_stride = table_->row_pitch();
+  view.stride0 = table_->row_pitch();
+  hooks.BeforeForward(*this, batch, view);
+  table_->Upload();
+  runtime::StepInput input;
+  DescribeForward(batch, view, input);
+  if (canary_) {
+    timed([&] {
+      canary_->BeginStep(input);
+      try {
+        canary_->PreForward(0);
+      } catch (const Error& error) {
+        if (!hooks.OnApiError(*this, error.what())) throw;
+        // Fall back to the table's real stride and describe the forward again.
+        canary_->AbandonStep();
+        view.stride0 = table_->row_pitch();
+        DescribeForward(batch, view, input);
+        canary_->BeginStep(input);
+        canary_->PreForward(0);
+      }
+    });
+  }
+  RunModel(batch, view);
+  if (canary_) timed([&] { canary_->PostForward(0); });
+  hooks.AfterForward(*this, batch);
+  if (canary_) timed([&] { canary_->EndStep(); });
+
+  std::vector<int64_t> sampled;
+  for (const SampledToken& token : last_sampled_) {
+    sampled.push_back(token.actual);
+    last_true_sample_[token.req->spec.id] = token.actual;
+  }
+  hooks.OnSampled(*this, batch, sampled);
+  stats_.tokens_generated += static_cast<int64_t>(sampled.size());
+  for (std::unique_ptr<Request>& done : scheduler_->Complete(batch, sampled)) {
+    expected_.erase(done->spec.id);
+    last_true_sample_.erase(done->spec.id);
+    finished_.push_back(std::move(done));
+  }
+  stats_.steps += 1;
+  stats_.canary_seconds += canary_seconds;
+  stats_.step_seconds += SecondsSince(step_start);
+  return true;
+}
+
+void Engine::Drain(int steps) {
+  if (!canary_) return;
+  for (int i = 0; i < steps; ++i) {
+    runtime::StepInput input;
+    runtime::ForwardBatch forward;
+    forward.req_pool_indices = batch_buffer_.View(DType::kInt64, {0});
+    forward.prefix_lens = forward.req_pool_indices;
+    forward.extend_seq_lens = forward.req_pool_indices;
+    forward.input_ids = forward.req_pool_indices;
+    forward.positions = forward.req_pool_indices;
+    forward.out_cache_loc = forward.req_pool_indices;
+    input.forwards = {forward};
+    input.host = {runtime::ForwardHostInput{}};
+    canary_->BeginStep(input);
+    canary_->PreForward(0);
+    canary_->PostForward(0);
+    canary_->EndStep();
+  }
+}
+
+std::vector<std::unique_ptr<Request>> Engine::TakeFinished() {
+  std::vector<std::unique_ptr<Request>> taken;
+  taken.swap(finished_);
+  return taken;
+}
+
+std::vector<ReportedViolation> Engine::TakeViolations() {
+  std::vector<ReportedViolation> taken;
+  taken.swap(violations_);
+  return taken;
+}
+
+Request* Engine::FindRunning(int64_t id) const {
+  for (const std::unique_ptr<Request>& req : scheduler_->running()) {
+    if (req->spec.id == id) return req.get();
+  }
+  return nullptr;
+}
+
+void Engine::RestoreSlotKv(int64_t slot) {
+  const auto [token, position] = slot_contents_.at(slot);
+  pool_->WriteToken(slot, token, position);
+}
+
+void Engine::Abort(Request* req, const std::vector<int64_t>& keep) {
+  expected_.erase(req->spec.id);
+  last_true_sample_.erase(req->spec.id);
+  scheduler_->Abort(req, keep);
+}
+
+}  // namespace kvcanary::sim

@@ -1,0 +1,144 @@
+// Engine: the simulator's serving engine, wired to the kvcanary runtime exactly as a real engine
+// would be (docs/integration.md points here). One Step() is one scheduling step: schedule a batch,
+// describe it to the canary (phase 1), run the canary's pre-forward hook, write the new tokens'
+// KV, run the oracle model's attention for the rows that produce a token, the post-forward hook,
+// phase 4, then sample and retire finished requests.
+//
+// Fault injection plugs in through EngineHooks: the injector edits the engine's state between the
+// stages of a step, exactly where a buggy engine would go wrong.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "kvcanary/runtime/canary_manager.h"
+#include "kvcanary/runtime/device_memory.h"
+#include "sim/kv_pool.h"
+#include "sim/oracle_model.h"
+#include "sim/radix_cache.h"
+#include "sim/req_to_token_table.h"
+#include "sim/scheduler.h"
+#include "sim/sim_options.h"
+#include "sim/slot_allocator.h"
+
+namespace kvcanary::sim {
+
+class Engine;
+
+// What the forward of one step reads, as the injector may bend it.
+struct ForwardView {
+  std::vector<int64_t> positions;    // per token; position_skip bends one
+  int64_t table_stride = 0;          // the row stride attention and the plan read req_to_token with
+  std::optional<int64_t> stride0;    // the pitch the engine passes to the plan op
+};
+
+// One violation row the runtime reported, with the engine step it was reported in.
+struct ReportedViolation {
+  runtime::ViolationRow row;
+  int64_t step = 0;
+  std::string first_line;
+};
+
+// One sampled token and what the oracle says it should have been.
+struct SampledToken {
+  Request* req = nullptr;
+  int64_t position = 0;  // position of the sampled token in the request's sequence
+  int64_t actual = 0;
+  int64_t expected = 0;
+};
+
+class EngineHooks {
+ public:
+  virtual ~EngineHooks() = default;
+  // After scheduling, before the batch is described to the canary.
+  virtual void BeforeForward(Engine& engine, Batch& batch, ForwardView& view) = 0;
+  // The plan op refused the forward (kv-canary: ... error): returns true when the engine should
+  // retry with the stride derived from the table (the stride_view fault's fallback).
+  virtual bool OnApiError(Engine& engine, const std::string& message) = 0;
+  // After the post-forward canary hook, before phase 4.
+  virtual void AfterForward(Engine& engine, const Batch& batch) = 0;
+  // At sampler exit: may change what is fed back.
+  virtual void OnSampled(Engine& engine, const Batch& batch, std::vector<int64_t>& sampled) = 0;
+};
+
+struct EngineStats {
+  int64_t steps = 0;
+  int64_t tokens_generated = 0;
+  int64_t oracle_mismatches = 0;
+  double canary_seconds = 0;
+  double step_seconds = 0;
+};
+
+class Engine {
+ public:
+  // `name` prefixes errors ("prefill", "decode" or "engine").
+  Engine(const SimOptions& options, std::string name, runtime::LogSink* log);
+  ~Engine();
+
+  // One scheduling step. Returns false when there was nothing to do.
+  bool Step(int64_t step, EngineHooks& hooks);
+  // Runs empty canary steps so violations staged in the last real steps are read and reported.
+  void Drain(int steps);
+
+  // Finished requests since the last call (the caller makes follow-ups and counts them).
+  std::vector<std::unique_ptr<Request>> TakeFinished();
+  // Violations reported since the last call.
+  std::vector<ReportedViolation> TakeViolations();
+  // Tokens sampled in the last step, with the oracle's expectation.
+  const std::vector<SampledToken>& last_sampled() const { return last_sampled_; }
+
+  // Abandons a running request (a quarantined victim): frees its row and the slots it owns,
+  // except `keep` (slots a fault handed to someone else), and unlocks its cached prefix.
+  void Abort(Request* req, const std::vector<int64_t>& keep = {});
+  // Rewrites a slot's KV bytes from what the forward last wrote there (undoes a byte flip).
+  void RestoreSlotKv(int64_t slot);
+  // (token, position) the forward last wrote into a slot.
+  std::pair<int64_t, int64_t> SlotContent(int64_t slot) const { return slot_contents_.at(slot); }
+  // The running request with this id, or null.
+  Request* FindRunning(int64_t id) const;
+
+  const SimOptions& options() const { return options_; }
+  KvPool& pool() { return *pool_; }
+  ReqToTokenTable& table() { return *table_; }
+  SlotAllocator& allocator() { return *allocator_; }
+  RadixCache& radix() { return *radix_; }
+  Scheduler& scheduler() { return *scheduler_; }
+  runtime::CanaryManager* canary() { return canary_.get(); }
+  const EngineStats& stats() const { return stats_; }
+  const OracleModel& oracle() const { return oracle_; }
+
+ private:
+  struct ForwardBuffers;
+  void DescribeForward(const Batch& batch, const ForwardView& view,
+                       runtime::StepInput& input);
+  void RunModel(const Batch& batch, const ForwardView& view);
+  ExpectedState& ExpectedFor(const Request& req);
+
+  SimOptions options_;
+  std::string name_;
+  Device device_;
+  std::unique_ptr<runtime::OwnedStream> stream_;
+  std::unique_ptr<KvPool> pool_;
+  std::unique_ptr<ReqToTokenTable> table_;
+  std::unique_ptr<SlotAllocator> allocator_;
+  std::unique_ptr<RadixCache> radix_;
+  std::unique_ptr<Scheduler> scheduler_;
+  std::unique_ptr<runtime::CanaryManager> canary_;
+  OracleModel oracle_;
+  runtime::DeviceBuffer batch_buffer_;  // [6, token capacity] int64 forward inputs
+  int64_t token_capacity_ = 0;
+  std::map<int64_t, ExpectedState> expected_;  // by request id
+  std::map<int64_t, int64_t> last_true_sample_;  // by request id: the sampler's own output
+  std::vector<std::pair<int64_t, int64_t>> slot_contents_;  // (token, position) last written
+  std::vector<std::unique_ptr<Request>> finished_;
+  std::vector<ReportedViolation> violations_;
+  std::vector<SampledToken> last_sampled_;
+  EngineStats stats_;
+};
+
+}  // namespace kvcanary::sim

@@ -1,0 +1,88 @@
+// FaultInjector: breaks the engine the way real engines have broken, one fault at a time, and
+// keeps the books the report needs: what each injection touched, which violations it explains,
+// which outputs it corrupted, and when it was detected.
+//
+// Life of an injection: it is opened at a seeded step on a seeded live target (the engine hooks
+// below are where each fault class acts), explains every violation on the slots it touched or on
+// its victims' rows, is closed at its first detection or when its horizon passes undetected, and
+// is then quarantined: the fault is undone and victims whose records it left inconsistent are
+// aborted, as an operator would, so one fault's lasting damage does not mask the next.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <random>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "sim/engine.h"
+#include "sim/report.h"
+#include "sim/sim_options.h"
+
+namespace kvcanary::sim {
+
+class FaultInjector : public EngineHooks {
+ public:
+  // Spreads `fault_rate` injections of each enabled class over steps [warmup, total_steps).
+  FaultInjector(const SimOptions& options, int64_t total_steps);
+
+  void BeginStep(int64_t step) { step_ = step; }
+  void BeforeForward(Engine& engine, Batch& batch, ForwardView& view) override;
+  bool OnApiError(Engine& engine, const std::string& message) override;
+  void AfterForward(Engine& engine, const Batch& batch) override;
+  void OnSampled(Engine& engine, const Batch& batch, std::vector<int64_t>& sampled) override;
+
+  // After each engine step: matches the step's violations and oracle mismatches to injections,
+  // closes and quarantines detected or expired injections. Unexplained violations go to
+  // `false_positives`.
+  void AfterStep(Engine& engine, const std::vector<ReportedViolation>& violations,
+                 std::vector<ObservedViolation>& false_positives);
+  // Closes whatever is still open (end of run).
+  void Finish(Engine& engine);
+
+  const std::vector<Injection>& injections() const { return injections_; }
+  int64_t unexplained_mismatches() const { return unexplained_mismatches_; }
+
+ private:
+  struct Open {
+    size_t index = 0;                 // into injections_
+    std::set<int64_t> victims;        // request ids whose rows it affects
+    std::set<int64_t> slots;          // slots it touched
+    std::vector<int64_t> keep_slots;  // slots a victim must not free on abort
+    std::function<void(Engine&)> undo;
+    bool abort_victims = false;
+    int64_t horizon_end = 0;
+    int64_t closed_step = -1;  // -1 while open
+  };
+
+  // The fault due now, if any, and whether a new injection may open this step.
+  bool Due(FaultKind fault) const;
+  Open& Start(FaultKind fault, std::string target);
+  bool Explains(Engine& engine, const Open& open, int64_t slot) const;
+  void Close(Engine& engine, Open& open);
+  Request* PickDecodeVictim(Batch& batch, int64_t min_prefix, size_t* row_index = nullptr);
+  int64_t Uniform(int64_t lo, int64_t hi);  // [lo, hi]
+
+  void InjectReqToToken(Engine& engine, Batch& batch);
+  void InjectStrideView(ForwardView& view, Engine& engine);
+  void InjectWrongStrideRead(Engine& engine, Batch& batch, ForwardView& view);
+  void InjectRealKvUsed(Engine& engine, Batch& batch);
+  void InjectRealKvUnusedCache(Engine& engine);
+  void InjectStaleSlotReuse(Engine& engine, Batch& batch);
+  void InjectPositionSkip(Batch& batch, ForwardView& view);
+
+  SimOptions options_;
+  std::mt19937_64 rng_;
+  int64_t horizon_ = 0;
+  int64_t spacing_ = 0;
+  int64_t step_ = 0;
+  int64_t next_due_step_ = 0;
+  std::vector<FaultKind> queue_;  // faults still to inject, in order
+  int64_t stuck_steps_ = 0;       // steps the head of the queue found no target
+  std::vector<Injection> injections_;
+  std::vector<Open> opens_;
+  int64_t unexplained_mismatches_ = 0;
+};
+
+}  // namespace kvcanary::sim

@@ -1,0 +1,315 @@
+// Fault names, scenario presets and option validation for the simulator.
+#include "sim/sim_options.h"
+
+#include <array>
+#include <cstdint>
+#include <limits>
+#include <sstream>
+#include <string>
+#include <utility>
+
+#include "kvcanary/runtime/device_memory.h"
+
+namespace kvcanary::sim {
+namespace {
+
+struct FaultEntry {
+  FaultKind fault;
+  const char* name;
+};
+
+// One table for both directions, so a name cannot drift between FaultName and ParseFault.
+constexpr std::array<FaultEntry, 12> kFaults = {{
+    {FaultKind::kReqToToken, "req_to_token"},
+    {FaultKind::kStrideView, "stride_view"},
+    {FaultKind::kWrongStrideRead, "wrong_stride_read"},
+    {FaultKind::kRealKvUsed, "real_kv_used"},
+    {FaultKind::kRealKvUnusedCache, "real_kv_unused_cache"},
+    {FaultKind::kRealKvPostForward, "real_kv_post_forward"},
+    {FaultKind::kStaleSlotReuse, "stale_slot_reuse"},
+    {FaultKind::kOffloadDrop, "offload_drop"},
+    {FaultKind::kPdTransferDrop, "pd_transfer_drop"},
+    {FaultKind::kSwaLutStale, "swa_lut_stale"},
+    {FaultKind::kNextTokenSwap, "next_token_swap"},
+    {FaultKind::kPositionSkip, "position_skip"},
+}};
+
+template <typename... Parts>
+[[noreturn]] void Throw(const Parts&... parts) {
+  std::ostringstream message;
+  (message << ... << parts);
+  throw UsageError(message.str());
+}
+
+std::string Join(const std::vector<std::string>& names, const char* separator) {
+  std::string joined;
+  for (const std::string& name : names) {
+    if (!joined.empty()) joined += separator;
+    joined += name;
+  }
+  return joined;
+}
+
+std::string ValidFaultNames() {
+  std::vector<std::string> names = {"all", "none"};
+  for (const FaultEntry& entry : kFaults) names.push_back(entry.name);
+  return Join(names, ", ");
+}
+
+// What the engine must have for `fault` to apply, in flag terms; nullptr when it always applies.
+const char* FaultRequirement(FaultKind fault) {
+  switch (fault) {
+    case FaultKind::kSwaLutStale:
+      return "--swa-window > 0";
+    case FaultKind::kOffloadDrop:
+      return "--host-tier";
+    case FaultKind::kPdTransferDrop:
+      return "--pd";
+    case FaultKind::kRealKvUnusedCache:
+      return "--sweep-interval > 0";
+    default:
+      return nullptr;
+  }
+}
+
+// "a,b,,c" -> {"a", "b", "c"}; empty pieces (a trailing comma) are skipped, not errors.
+std::vector<std::string> SplitCommas(std::string_view list) {
+  std::vector<std::string> pieces;
+  size_t start = 0;
+  while (start <= list.size()) {
+    size_t end = list.find(',', start);
+    if (end == std::string_view::npos) end = list.size();
+    if (end > start) pieces.emplace_back(list.substr(start, end - start));
+    start = end + 1;
+  }
+  return pieces;
+}
+
+// The explicit list of options.faults (not "all" or "none"), parsed, in §2 order, each once.
+// Throws for an unknown name.
+std::vector<FaultKind> ParseFaultList(std::string_view list) {
+  std::array<bool, kFaults.size()> named{};
+  for (const std::string& piece : SplitCommas(list)) {
+    const std::optional<FaultKind> fault = ParseFault(piece);
+    if (!fault) Throw("--faults: unknown fault '", piece, "' (valid: ", ValidFaultNames(), ")");
+    named[static_cast<size_t>(*fault)] = true;
+  }
+  std::vector<FaultKind> faults;
+  for (const FaultEntry& entry : kFaults) {
+    if (named[static_cast<size_t>(entry.fault)]) faults.push_back(entry.fault);
+  }
+  return faults;
+}
+
+void RequireOneOf(const char* flag, const std::string& value,
+                  const std::vector<std::string>& allowed) {
+  for (const std::string& candidate : allowed) {
+    if (value == candidate) return;
+  }
+  Throw(flag, " must be one of ", Join(allowed, ", "), ", got '", value, "'");
+}
+
+void RequireAtLeast(const char* flag, int64_t value, int64_t least) {
+  if (value < least) Throw(flag, " must be at least ", least, ", got ", value);
+}
+
+void RequireProbability(const char* what, double value) {
+  // Written so that NaN fails too.
+  if (!(value >= 0 && value <= 1)) Throw(what, " must be in [0, 1], got ", value);
+}
+
+void RequireRange(const char* what, int64_t min, int64_t max) {
+  RequireAtLeast(what, min, 1);
+  if (max < min) Throw(what, ": the range is empty (min ", min, " > max ", max, ")");
+}
+
+void ValidatePool(const SimOptions& o) {
+  RequireAtLeast("--layers", o.num_layers, 1);
+  if (o.bytes_per_token <= 0 || o.bytes_per_token % 16 != 0) {
+    // Real-KV hashing reads 16-byte words, and the partial mode hashes exactly the first one.
+    Throw("--bytes-per-token must be a positive multiple of 16, got ", o.bytes_per_token);
+  }
+  RequireAtLeast("--max-running", o.max_running_reqs, 1);
+  RequireAtLeast("--context", o.max_context_len, 2);
+  RequireAtLeast("--chunk", o.chunk_size, 1);
+  RequireAtLeast("prefill token budget", o.prefill_token_budget, 1);
+  if (o.vocab_size < 2 || o.vocab_size > std::numeric_limits<int32_t>::max()) {
+    Throw("vocabulary size must be in [2, 2^31 - 1] (tokens are int32), got ", o.vocab_size);
+  }
+  // A request may grow to the whole context, and slot 0 is never handed out: with fewer slots
+  // the scheduler could admit a request it can never finish.
+  if (o.num_slots <= o.max_context_len) {
+    Throw("--num-slots ", o.num_slots, " is too small for --context ", o.max_context_len,
+          ": one full-context request needs ", o.max_context_len + 1, " slots (slot 0 is padding)");
+  }
+}
+
+void ValidateWorkload(const SimOptions& o) {
+  RequireAtLeast("number of system prompts", o.num_system_prompts, 0);
+  if (o.num_system_prompts > 0) {
+    RequireRange("system prompt length", o.system_prompt_len_min, o.system_prompt_len_max);
+  }
+  RequireRange("user turn length", o.user_turn_len_min, o.user_turn_len_max);
+  RequireRange("max new tokens", o.max_new_tokens_min, o.max_new_tokens_max);
+  RequireProbability("follow-up probability", o.follow_up_prob);
+  if (!(o.arrivals_per_step > 0)) Throw("arrivals per step must be > 0, got ", o.arrivals_per_step);
+  // Follow-ups end their conversation when the next turn would not fit, but a first turn has
+  // nowhere to go: the longest one must fit the context.
+  const int64_t system = o.num_system_prompts > 0 ? o.system_prompt_len_max : 0;
+  const int64_t longest = system + o.user_turn_len_max + o.max_new_tokens_max;
+  if (longest > o.max_context_len) {
+    Throw("--context ", o.max_context_len, " is too small for the workload: a first turn may need ",
+          longest, " tokens (system prompt ", system, " + user turn ", o.user_turn_len_max,
+          " + output ", o.max_new_tokens_max, ")");
+  }
+}
+
+void ValidateTiers(const SimOptions& o) {
+  RequireAtLeast("--swa-window", o.swa_window, 0);
+  if (o.swa_window > 0) {
+    if (o.swa_window >= o.max_context_len) {
+      Throw("--swa-window ", o.swa_window, " must be smaller than --context ", o.max_context_len,
+            " (a window as large as the context never slides)");
+    }
+    // While a chunk is written, the window before its first token and the whole chunk are
+    // resident at once; slot 0 is padding.
+    if (o.swa_num_slots <= o.swa_window + o.chunk_size) {
+      Throw("--swa-slots ", o.swa_num_slots, " is too small: one request needs --swa-window ",
+            o.swa_window, " + --chunk ", o.chunk_size, " slots plus the padding slot");
+    }
+  }
+  if (o.host_tier) RequireAtLeast("--host-slots", o.host_slots, 1);
+}
+
+void ValidateCanary(const SimOptions& o) {
+  RequireOneOf("--mode", o.mode, {"none", "log", "raise"});
+  RequireOneOf("--real-data", o.real_data, {"none", "partial", "all"});
+  RequireAtLeast("--sweep-interval", o.sweep_interval, 0);
+  RequireAtLeast("ring capacity", o.ring_capacity, 1);
+}
+
+void ValidateFaults(const SimOptions& o) {
+  RequireAtLeast("--fault-rate", o.fault_rate, 0);
+  if (o.faults == "all" || o.faults == "none") return;
+  const std::vector<FaultKind> faults = ParseFaultList(o.faults);
+  if (faults.empty()) Throw("--faults is empty (valid: ", ValidFaultNames(), ")");
+  for (FaultKind fault : faults) {
+    if (!FaultApplies(fault, o)) {
+      Throw("--faults: ", FaultName(fault), " does not apply to this engine: it needs ",
+            FaultRequirement(fault));
+    }
+  }
+}
+
+}  // namespace
+
+const char* FaultName(FaultKind fault) {
+  for (const FaultEntry& entry : kFaults) {
+    if (entry.fault == fault) return entry.name;
+  }
+  return "unknown";
+}
+
+std::optional<FaultKind> ParseFault(std::string_view name) {
+  for (const FaultEntry& entry : kFaults) {
+    if (name == entry.name) return entry.fault;
+  }
+  return std::nullopt;
+}
+
+std::vector<FaultKind> AllFaults() {
+  std::vector<FaultKind> faults;
+  for (const FaultEntry& entry : kFaults) faults.push_back(entry.fault);
+  return faults;
+}
+
+bool FaultApplies(FaultKind fault, const SimOptions& options) {
+  switch (fault) {
+    case FaultKind::kSwaLutStale:
+      return options.swa_window > 0;
+    case FaultKind::kOffloadDrop:
+      return options.host_tier;
+    case FaultKind::kPdTransferDrop:
+      return options.pd;
+    case FaultKind::kRealKvUnusedCache:
+      return options.sweep_interval > 0;
+    default:
+      return true;
+  }
+}
+
+std::vector<FaultKind> EnabledFaults(const SimOptions& options) {
+  if (options.faults == "none") return {};
+  if (options.faults != "all") return ParseFaultList(options.faults);
+  std::vector<FaultKind> faults;
+  for (FaultKind fault : AllFaults()) {
+    if (FaultApplies(fault, options)) faults.push_back(fault);
+  }
+  return faults;
+}
+
+std::vector<std::string> PresetNames() { return {"default", "swa", "offload", "pd", "soak"}; }
+
+SimOptions ScenarioPreset(std::string_view name) {
+  // `default` is the struct's defaults: each other preset states only what it changes.
+  SimOptions o;
+  o.scenario = std::string(name);
+  if (name == "default") return o;
+  if (name == "swa") {
+    // Smaller chunks keep window + chunk per request small enough for a pool about half the
+    // full one, so SWA slots really leave the window and are reused.
+    o.swa_window = 64;
+    o.chunk_size = 64;
+    o.swa_num_slots = 2304;
+    return o;
+  }
+  if (name == "offload") {
+    // A device pool a quarter of the default with three times the shared prompts: the radix
+    // cache evicts all the time, so restores from the host tier are frequent.
+    o.host_tier = true;
+    o.host_slots = 8192;
+    o.num_slots = 1024;
+    o.max_running_reqs = 8;
+    o.num_system_prompts = 12;
+    return o;
+  }
+  if (name == "pd") {
+    o.pd = true;
+    return o;
+  }
+  if (name == "soak") {
+    // No faults: any violation at all is a false positive. Long enough for slots to be reused
+    // many times over and for hundreds of sweeps.
+    o.faults = "none";
+    o.steps = 3000;
+    return o;
+  }
+  Throw("unknown scenario '", name, "' (valid: ", Join(PresetNames(), ", "), ", all)");
+}
+
+std::vector<std::string> ScenariosToRun(std::string_view name) {
+  if (name == "all") return PresetNames();
+  ScenarioPreset(name);  // throws for an unknown name
+  return {std::string(name)};
+}
+
+void ValidateOptions(const SimOptions& options) {
+  RequireOneOf("--device", options.device, {"cpu", "cuda"});
+  RequireOneOf("--progress", options.progress, {"auto", "on", "off"});
+  RequireAtLeast("--steps", options.steps, 0);
+  RequireAtLeast("--requests", options.num_requests, 0);
+  if (options.steps == 0 && options.num_requests == 0) {
+    Throw("--steps and --requests are both 0: the run would never end");
+  }
+  ValidatePool(options);
+  ValidateWorkload(options);
+  ValidateTiers(options);
+  ValidateCanary(options);
+  ValidateFaults(options);
+  // Last: the only check that asks the machine rather than the options.
+  if (options.device == "cuda" && !runtime::CudaDeviceAvailable()) {
+    Throw("--device cuda: no CUDA device is available (or this build has no CUDA backend)");
+  }
+}
+
+}  // namespace kvcanary::sim

@@ -1,0 +1,126 @@
+// The configuration of one simulator run (spec/sim.md): every knob of the engine, the workload, the
+// canary and the fault injector in one struct, the fault classes of §2, the scenario presets of §4,
+// and the one validation that rejects bad combinations before anything is allocated.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace kvcanary::sim {
+
+// Bad options: an unknown name, a value out of range, a combination the engine cannot run. The
+// message is one line naming the flag, fit to print after "kvcanary sim: " (exit status 2).
+class UsageError : public std::runtime_error {
+ public:
+  explicit UsageError(const std::string& message) : std::runtime_error(message) {}
+};
+
+// The fault classes of spec/sim.md §2, in the order of its table (the report's row order).
+enum class FaultKind {
+  kReqToToken,
+  kStrideView,
+  kWrongStrideRead,
+  kRealKvUsed,
+  kRealKvUnusedCache,
+  kRealKvPostForward,
+  kStaleSlotReuse,
+  kOffloadDrop,
+  kPdTransferDrop,
+  kSwaLutStale,
+  kNextTokenSwap,
+  kPositionSkip,
+};
+
+// The §2 name: "req_to_token", "stride_view", ..., "position_skip".
+const char* FaultName(FaultKind fault);
+// The inverse of FaultName (exact, case-sensitive); nullopt for any other string.
+std::optional<FaultKind> ParseFault(std::string_view name);
+// Every fault class, in §2 order.
+std::vector<FaultKind> AllFaults();
+
+struct SimOptions {
+  // --- the run ---
+  std::string scenario = "default";  // the preset these options came from (a label only)
+  std::string device = "cpu";        // "cpu" or "cuda": where the KV pool and the canary live
+  uint64_t seed = 1;                 // seeds the workload, the fault steps and the fault targets
+  int64_t steps = 500;               // stop after this many outer steps; 0 = no step limit
+  int64_t num_requests = 0;          // stop once this many requests finished; 0 = no limit
+  // REQUIRES: steps > 0 or num_requests > 0, so that the run ends.
+
+  // --- the KV pool and the scheduler (§1) ---
+  int64_t num_slots = 4096;            // token slots of the (device) pool, slot 0 = padding
+  int64_t num_layers = 2;              // layers, each with a K and a V tensor
+  int64_t bytes_per_token = 64;        // K (and V) bytes of one token in one layer; multiple of 16
+  int64_t max_running_reqs = 16;       // running requests at once; req_to_token has one more row
+  int64_t max_context_len = 512;       // req_to_token columns: prompt + output of one request
+  int64_t chunk_size = 128;            // chunked prefill: most tokens of one request per step
+  int64_t prefill_token_budget = 512;  // most prefill tokens of all requests in one step
+  int64_t vocab_size = 32000;          // the oracle model's vocabulary
+
+  // --- the workload (seeded; shared system prompts and follow-ups make prefix sharing heavy) ---
+  int64_t num_system_prompts = 4;      // distinct shared system prompts; 0 = none
+  int64_t system_prompt_len_min = 32;  // tokens of a system prompt, [min, max]
+  int64_t system_prompt_len_max = 96;
+  int64_t user_turn_len_min = 8;  // tokens of one user turn, [min, max]
+  int64_t user_turn_len_max = 48;
+  int64_t max_new_tokens_min = 8;  // a request finishes after this many outputs, [min, max]
+  int64_t max_new_tokens_max = 48;
+  double follow_up_prob = 0.5;     // chance a finished turn is followed up in its conversation
+  double arrivals_per_step = 0.5;  // mean new conversations arriving per step
+
+  // --- hybrid sliding-window attention ---
+  int64_t swa_window = 0;        // window W of the SWA layers; 0 = no SWA layers
+  int64_t swa_num_slots = 2304;  // slots of the SWA pool (slot 0 = padding); used when W > 0
+
+  // --- host tier and prefill/decode disaggregation ---
+  bool host_tier = false;     // back evicted radix nodes up to host memory, restore on a hit
+  int64_t host_slots = 8192;  // token slots of the host tier; used when host_tier
+  bool pd = false;            // a prefill engine and a decode engine with a KV transfer between
+
+  // --- the canary ---
+  std::string mode = "log";           // "none", "log" (violations go to the report) or "raise"
+  std::string real_data = "partial";  // real-KV hashing: "none", "partial" (16 bytes) or "all"
+  int64_t sweep_interval = 8;         // steps between SWEEP verifies of cached slots; 0 = off
+  int64_t ring_capacity = 65536;  // violation ring rows: fill-once, so sized for a whole run
+
+  // --- fault injection (§2) ---
+  // "all" (every class that applies, see FaultApplies), "none", or a comma-separated list of
+  // FaultName()s, each of which must apply.
+  std::string faults = "all";
+  int64_t fault_rate = 3;  // injections per enabled fault class per run, at seeded steps
+
+  // --- output ---
+  std::string json_path;          // also write the report as JSON here; empty = no JSON
+  std::string progress = "auto";  // progress bar on stderr: "auto" (when a terminal), "on", "off"
+};
+
+// Whether the engine configured by `options` has the part the fault breaks: swa_lut_stale needs
+// swa_window > 0, offload_drop host_tier, pd_transfer_drop pd, real_kv_unused_cache a sweep
+// (sweep_interval > 0, the only verify that reads cache-only slots). Everything else applies to
+// every engine. The canary's own settings (mode, real_data) do not count: a fault the canary is
+// configured too weakly to see is still injected and must show up as undetected.
+bool FaultApplies(FaultKind fault, const SimOptions& options);
+
+// The fault classes the run injects, in §2 order: options.faults resolved ("all" keeps those
+// that apply). REQUIRES: ValidateOptions(options) passed.
+std::vector<FaultKind> EnabledFaults(const SimOptions& options);
+
+// The built-in scenarios of §4, in the order `all` runs them: default, swa, offload, pd, soak.
+std::vector<std::string> PresetNames();
+// The options of one preset (`scenario` set to its name). Throws UsageError for any other name,
+// "all" included (see ScenariosToRun).
+SimOptions ScenarioPreset(std::string_view name);
+// The presets `--scenario name` runs: all of them for "all", else just `name`. Throws UsageError
+// naming the valid scenarios when `name` is neither.
+std::vector<std::string> ScenariosToRun(std::string_view name);
+
+// Throws UsageError with the first problem found: an unknown value of device, mode, real_data,
+// progress or faults; a number out of range; a workload that cannot fit the pool; a fault named
+// explicitly that does not apply; device "cuda" without a usable CUDA device.
+void ValidateOptions(const SimOptions& options);
+
+}  // namespace kvcanary::sim

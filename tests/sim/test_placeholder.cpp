@@ -1,3 +1,0 @@
-#include <gtest/gtest.h>
-// Replaced by the simulator tests.
-TEST(SimPlaceholder, Builds) { SUCCEED(); }

@@ -1,0 +1,108 @@
+// Tests for sim/report_json: the JSON carries the same content as the printed report.
+#include <gtest/gtest.h>
+
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "sim/report_json.h"
+
+namespace kvcanary::sim {
+namespace {
+
+ScenarioReport FailingReport() {
+  ScenarioReport report;
+  report.scenario = "swa";
+  report.device = "cpu";
+  report.mode = "log";
+  report.real_data = "all";
+  report.faults_enabled = {FaultKind::kReqToToken, FaultKind::kSwaLutStale};
+  Injection detected;
+  detected.fault = FaultKind::kReqToToken;
+  detected.step = 10;
+  detected.slots = {5, 6};
+  detected.detected = true;
+  detected.detected_step = 12;
+  detected.detected_by = "HEAD_K_FULL verify_chain_hash";
+  detected.outputs_corrupted = 2;
+  Injection missed;
+  missed.fault = FaultKind::kSwaLutStale;
+  missed.step = 30;
+  missed.target = "lut 44 -> swa slot 3";
+  report.injections = {detected, missed};
+  report.false_positives.push_back({7, 2, 99, 13, 0x10, "WARNING line"});
+  report.violations_total = 3;
+  report.oracle_mismatches_total = 2;
+  report.coverage = {100, 10, 200, 3000, 12, 0.5};
+  report.speed = {1.5, 66.7, 133.3, 0.2};
+  return report;
+}
+
+TEST(ReportJson, CarriesRowsVerdictAndLists) {
+  const nlohmann::ordered_json json = ReportToJson({FailingReport()});
+  EXPECT_EQ(json["passed"], false);
+  EXPECT_EQ(json["exit_code"], 1);
+  ASSERT_EQ(json["scenarios"].size(), 1u);
+  const auto& s = json["scenarios"][0];
+  EXPECT_EQ(s["scenario"], "swa");
+  EXPECT_EQ(s["real_data"], "all");
+  EXPECT_EQ(s["faults_enabled"], nlohmann::ordered_json::array({"req_to_token", "swa_lut_stale"}));
+  ASSERT_EQ(s["faults"].size(), 2u);
+  const auto& row = s["faults"][0];
+  EXPECT_EQ(row["fault"], "req_to_token");
+  EXPECT_EQ(row["injected"], 1);
+  EXPECT_EQ(row["detected"], 1);
+  EXPECT_EQ(row["undetected"], 0);
+  EXPECT_EQ(row["latency_median"], 2.0);
+  EXPECT_EQ(row["latency_max"], 2.0);
+  EXPECT_EQ(row["outputs_corrupted"], 2);
+  EXPECT_EQ(row["corrupted_before_detection"], 0);
+  // Nothing detected: latencies are null, not a number that could be averaged.
+  EXPECT_TRUE(s["faults"][1]["latency_median"].is_null());
+  EXPECT_TRUE(s["faults"][1]["latency_max"].is_null());
+  EXPECT_EQ(s["faults"][1]["undetected"], 1);
+  ASSERT_EQ(s["undetected"].size(), 1u);
+  EXPECT_EQ(s["undetected"][0]["target"], "lut 44 -> swa slot 3");
+  EXPECT_EQ(s["undetected"][0]["step"], 30);
+  EXPECT_TRUE(s["undetected"][0]["detected_step"].is_null());
+  EXPECT_EQ(s["injections"][0]["slots"], nlohmann::ordered_json::array({5, 6}));
+  ASSERT_EQ(s["false_positives"].size(), 1u);
+  EXPECT_EQ(s["false_positives"][0]["slot"], 99);
+  EXPECT_EQ(s["false_positives"][0]["first_line"], "WARNING line");
+  EXPECT_EQ(s["coverage"]["sweeps"], 12);
+  EXPECT_EQ(s["coverage"]["prefix_hit_rate"], 0.5);
+  EXPECT_EQ(s["speed"]["canary_share"], 0.2);
+  EXPECT_EQ(s["violations_total"], 3);
+  EXPECT_EQ(s["oracle_mismatches_total"], 2);
+  EXPECT_EQ(s["passed"], false);
+}
+
+TEST(ReportJson, WrittenTextParsesBackToTheSameDocument) {
+  ScenarioReport clean;
+  clean.scenario = "soak";
+  std::ostringstream out;
+  WriteReportJson(out, {FailingReport(), clean});
+  const nlohmann::ordered_json parsed = nlohmann::ordered_json::parse(out.str());
+  EXPECT_EQ(parsed, ReportToJson({FailingReport(), clean}));
+  EXPECT_EQ(parsed["scenarios"][1]["passed"], true);
+  const std::vector<std::string> keys = {"scenario",
+                                         "device",
+                                         "mode",
+                                         "real_data",
+                                         "faults_enabled",
+                                         "faults",
+                                         "injections",
+                                         "false_positives",
+                                         "undetected",
+                                         "violations_total",
+                                         "oracle_mismatches_total",
+                                         "coverage",
+                                         "speed",
+                                         "passed"};
+  std::vector<std::string> actual;
+  for (const auto& item : parsed["scenarios"][1].items()) actual.push_back(item.key());
+  EXPECT_EQ(actual, keys);
+}
+
+}  // namespace
+}  // namespace kvcanary::sim

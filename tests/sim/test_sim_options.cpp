@@ -1,0 +1,289 @@
+// Tests for sim/sim_options: fault names, applicability, presets and every validation message.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <set>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "kvcanary/runtime/device_memory.h"
+#include "sim/sim_options.h"
+
+namespace kvcanary::sim {
+namespace {
+
+// The message ValidateOptions throws for `options`, or "" when it accepts them.
+std::string ValidationError(const SimOptions& options) {
+  try {
+    ValidateOptions(options);
+  } catch (const UsageError& error) {
+    return error.what();
+  }
+  return "";
+}
+
+// REQUIRES of a test: `options` is rejected with a message containing `expected`.
+void ExpectRejected(const SimOptions& options, const std::string& expected) {
+  const std::string message = ValidationError(options);
+  EXPECT_NE(message.find(expected), std::string::npos)
+      << "expected a message containing '" << expected << "', got '" << message << "'";
+  EXPECT_EQ(message.find('\n'), std::string::npos) << "not one line: " << message;
+}
+
+TEST(SimOptions, FaultNamesAreTheSpecTableInOrder) {
+  const std::vector<std::string> spec = {
+      "req_to_token",         "stride_view",          "wrong_stride_read", "real_kv_used",
+      "real_kv_unused_cache", "real_kv_post_forward", "stale_slot_reuse",  "offload_drop",
+      "pd_transfer_drop",     "swa_lut_stale",        "next_token_swap",   "position_skip"};
+  const std::vector<FaultKind> all = AllFaults();
+  ASSERT_EQ(all.size(), spec.size());
+  for (size_t i = 0; i < all.size(); ++i) {
+    EXPECT_EQ(FaultName(all[i]), spec[i]);
+    const std::optional<FaultKind> parsed = ParseFault(spec[i]);
+    ASSERT_TRUE(parsed.has_value()) << spec[i];
+    EXPECT_EQ(*parsed, all[i]);
+  }
+}
+
+TEST(SimOptions, ParseFaultRejectsAnythingButAnExactName) {
+  for (const char* name : {"", "bogus", "REQ_TO_TOKEN", "req_to_token ", "all", "none", "req"}) {
+    EXPECT_FALSE(ParseFault(name).has_value()) << "'" << name << "'";
+  }
+}
+
+TEST(SimOptions, FaultsNeedingAnEnginePartApplyOnlyWithIt) {
+  SimOptions options;
+  options.swa_window = 0;
+  options.host_tier = false;
+  options.pd = false;
+  options.sweep_interval = 0;
+  EXPECT_FALSE(FaultApplies(FaultKind::kSwaLutStale, options));
+  EXPECT_FALSE(FaultApplies(FaultKind::kOffloadDrop, options));
+  EXPECT_FALSE(FaultApplies(FaultKind::kPdTransferDrop, options));
+  EXPECT_FALSE(FaultApplies(FaultKind::kRealKvUnusedCache, options));
+  options.swa_window = 32;
+  options.host_tier = true;
+  options.pd = true;
+  options.sweep_interval = 4;
+  EXPECT_TRUE(FaultApplies(FaultKind::kSwaLutStale, options));
+  EXPECT_TRUE(FaultApplies(FaultKind::kOffloadDrop, options));
+  EXPECT_TRUE(FaultApplies(FaultKind::kPdTransferDrop, options));
+  EXPECT_TRUE(FaultApplies(FaultKind::kRealKvUnusedCache, options));
+}
+
+TEST(SimOptions, CanarySettingsDoNotMakeAFaultInapplicable) {
+  // A pure-byte fault under real-data none (or no canary at all) is still injected: the report
+  // must show it undetected rather than hide it.
+  SimOptions options;
+  options.real_data = "none";
+  options.mode = "none";
+  for (FaultKind fault : {FaultKind::kRealKvUsed, FaultKind::kRealKvPostForward,
+                          FaultKind::kReqToToken, FaultKind::kNextTokenSwap}) {
+    EXPECT_TRUE(FaultApplies(fault, options)) << FaultName(fault);
+  }
+  const std::vector<FaultKind> enabled = EnabledFaults(options);
+  EXPECT_NE(std::find(enabled.begin(), enabled.end(), FaultKind::kRealKvUsed), enabled.end());
+}
+
+TEST(SimOptions, EnabledFaultsResolvesAllNoneAndLists) {
+  SimOptions options = ScenarioPreset("default");
+  options.faults = "all";
+  const std::vector<FaultKind> all = EnabledFaults(options);
+  EXPECT_EQ(all.size(), AllFaults().size() - 3);  // no SWA, host tier or PD in `default`
+  for (FaultKind fault : all) EXPECT_TRUE(FaultApplies(fault, options)) << FaultName(fault);
+  options.faults = "none";
+  EXPECT_TRUE(EnabledFaults(options).empty());
+  // Duplicates collapse and the order is §2's, whatever the order given.
+  options.faults = "position_skip,req_to_token,position_skip,";
+  EXPECT_EQ(EnabledFaults(options),
+            (std::vector<FaultKind>{FaultKind::kReqToToken, FaultKind::kPositionSkip}));
+}
+
+TEST(SimOptions, EveryPresetIsValidAndNamed) {
+  const std::vector<std::string> names = PresetNames();
+  EXPECT_EQ(names, (std::vector<std::string>{"default", "swa", "offload", "pd", "soak"}));
+  for (const std::string& name : names) {
+    const SimOptions options = ScenarioPreset(name);
+    EXPECT_EQ(options.scenario, name);
+    EXPECT_EQ(ValidationError(options), "") << name;
+  }
+}
+
+TEST(SimOptions, PresetsExerciseWhatTheirNameSays) {
+  auto enables = [](const std::string& name, FaultKind fault) {
+    const std::vector<FaultKind> faults = EnabledFaults(ScenarioPreset(name));
+    return std::find(faults.begin(), faults.end(), fault) != faults.end();
+  };
+  EXPECT_TRUE(enables("swa", FaultKind::kSwaLutStale));
+  EXPECT_TRUE(enables("offload", FaultKind::kOffloadDrop));
+  EXPECT_TRUE(enables("pd", FaultKind::kPdTransferDrop));
+  EXPECT_FALSE(enables("default", FaultKind::kSwaLutStale));
+  const SimOptions def = ScenarioPreset("default");
+  EXPECT_EQ(def.real_data, "partial");
+  EXPECT_GT(def.sweep_interval, 0);
+  EXPECT_TRUE(enables("default", FaultKind::kRealKvUnusedCache));
+  const SimOptions soak = ScenarioPreset("soak");
+  EXPECT_TRUE(EnabledFaults(soak).empty());
+  EXPECT_GT(soak.steps, def.steps);
+}
+
+TEST(SimOptions, PresetsAreDistinct) {
+  std::set<std::tuple<int64_t, bool, bool, std::string, int64_t, int64_t>> seen;
+  for (const std::string& name : PresetNames()) {
+    const SimOptions o = ScenarioPreset(name);
+    EXPECT_TRUE(
+        seen.insert({o.swa_window, o.host_tier, o.pd, o.faults, o.steps, o.num_slots}).second)
+        << name << " repeats another preset";
+  }
+}
+
+TEST(SimOptions, UnknownScenarioIsAUsageErrorListingTheValidOnes) {
+  EXPECT_THROW(ScenarioPreset("bogus"), UsageError);
+  EXPECT_THROW(ScenarioPreset("all"), UsageError);  // a set of presets, not one
+  try {
+    ScenariosToRun("bogus");
+    FAIL() << "no error";
+  } catch (const UsageError& error) {
+    EXPECT_NE(std::string(error.what()).find("default, swa, offload, pd, soak, all"),
+              std::string::npos)
+        << error.what();
+  }
+  EXPECT_EQ(ScenariosToRun("all"), PresetNames());
+  EXPECT_EQ(ScenariosToRun("pd"), std::vector<std::string>{"pd"});
+}
+
+TEST(SimOptions, RejectsUnknownFaultListingTheValidOnes) {
+  SimOptions o;
+  o.faults = "req_to_token,bit_rot";
+  ExpectRejected(o, "--faults: unknown fault 'bit_rot' (valid: all, none, req_to_token, ");
+  ExpectRejected(o, "position_skip)");
+  o.faults = ",";
+  ExpectRejected(o, "--faults is empty");
+}
+
+TEST(SimOptions, RejectsAnExplicitFaultThatDoesNotApply) {
+  SimOptions o;
+  o.faults = "swa_lut_stale";
+  ExpectRejected(o, "swa_lut_stale does not apply to this engine: it needs --swa-window > 0");
+  o.faults = "offload_drop";
+  ExpectRejected(o, "needs --host-tier");
+  o.faults = "pd_transfer_drop";
+  ExpectRejected(o, "needs --pd");
+  o.faults = "real_kv_unused_cache";
+  o.sweep_interval = 0;
+  ExpectRejected(o, "needs --sweep-interval > 0");
+  o.faults = "all";  // `all` silently keeps only what applies
+  EXPECT_EQ(ValidationError(o), "");
+}
+
+TEST(SimOptions, RejectsAWindowNotSmallerThanTheContext) {
+  SimOptions o;
+  o.swa_window = o.max_context_len;
+  ExpectRejected(o, "--swa-window 512 must be smaller than --context 512");
+}
+
+TEST(SimOptions, RejectsAnSwaPoolTooSmallForOneRequest) {
+  SimOptions o;
+  o.swa_window = 64;
+  o.chunk_size = 64;
+  o.swa_num_slots = 128;
+  ExpectRejected(o, "--swa-slots 128 is too small");
+  o.swa_num_slots = 129;
+  EXPECT_EQ(ValidationError(o), "");
+}
+
+TEST(SimOptions, RejectsAPoolTooSmallForOneFullContextRequest) {
+  SimOptions o;
+  o.num_slots = o.max_context_len;
+  ExpectRejected(o, "--num-slots 512 is too small for --context 512");
+  o.num_slots = o.max_context_len + 1;
+  EXPECT_EQ(ValidationError(o), "");
+}
+
+TEST(SimOptions, RejectsBytesPerTokenNotAPositiveMultipleOf16) {
+  for (int64_t bytes : {0, -16, 20, 8}) {
+    SimOptions o;
+    o.bytes_per_token = bytes;
+    ExpectRejected(
+        o, "--bytes-per-token must be a positive multiple of 16, got " + std::to_string(bytes));
+  }
+}
+
+TEST(SimOptions, RejectsUnknownNamedValues) {
+  SimOptions o;
+  o.mode = "warn";
+  ExpectRejected(o, "--mode must be one of none, log, raise, got 'warn'");
+  o = SimOptions();
+  o.real_data = "some";
+  ExpectRejected(o, "--real-data must be one of none, partial, all, got 'some'");
+  o = SimOptions();
+  o.device = "tpu";
+  ExpectRejected(o, "--device must be one of cpu, cuda, got 'tpu'");
+  o = SimOptions();
+  o.progress = "maybe";
+  ExpectRejected(o, "--progress must be one of auto, on, off, got 'maybe'");
+}
+
+TEST(SimOptions, RejectsARunThatNeverEnds) {
+  SimOptions o;
+  o.steps = 0;
+  o.num_requests = 0;
+  ExpectRejected(o, "--steps and --requests are both 0");
+  o.num_requests = 10;
+  EXPECT_EQ(ValidationError(o), "");
+  o.steps = -1;
+  ExpectRejected(o, "--steps must be at least 0, got -1");
+}
+
+TEST(SimOptions, RejectsAWorkloadWhoseFirstTurnCannotFit) {
+  SimOptions o;
+  o.max_context_len = 150;  // the default workload may need 96 + 48 + 48 = 192
+  ExpectRejected(o, "--context 150 is too small for the workload: a first turn may need 192");
+  o.num_system_prompts = 0;  // without system prompts 96 tokens fit
+  EXPECT_EQ(ValidationError(o), "");
+}
+
+TEST(SimOptions, RejectsBadWorkloadRangesAndProbabilities) {
+  SimOptions o;
+  o.max_new_tokens_min = 50;
+  o.max_new_tokens_max = 10;
+  ExpectRejected(o, "max new tokens: the range is empty (min 50 > max 10)");
+  o = SimOptions();
+  o.follow_up_prob = 1.5;
+  ExpectRejected(o, "follow-up probability must be in [0, 1], got 1.5");
+  o.follow_up_prob = std::nan("");
+  ExpectRejected(o, "follow-up probability must be in [0, 1]");
+}
+
+TEST(SimOptions, RejectsNegativeCountsAndAnEmptyHostTier) {
+  SimOptions o;
+  o.fault_rate = -1;
+  ExpectRejected(o, "--fault-rate must be at least 0, got -1");
+  o = SimOptions();
+  o.sweep_interval = -2;
+  ExpectRejected(o, "--sweep-interval must be at least 0, got -2");
+  o = SimOptions();
+  o.num_layers = 0;
+  ExpectRejected(o, "--layers must be at least 1, got 0");
+  o = SimOptions();
+  o.host_tier = true;
+  o.host_slots = 0;
+  ExpectRejected(o, "--host-slots must be at least 1, got 0");
+  o.host_tier = false;  // unused without the tier
+  EXPECT_EQ(ValidationError(o), "");
+}
+
+TEST(SimOptions, CudaDeviceIsRejectedOnlyWhenUnavailable) {
+  SimOptions o;
+  o.device = "cuda";
+  if (runtime::CudaDeviceAvailable()) {
+    EXPECT_EQ(ValidationError(o), "");
+  } else {
+    ExpectRejected(o, "--device cuda: no CUDA device is available");
+  }
+}
+
+}  // namespace
+}  // namespace kvcanary::sim
