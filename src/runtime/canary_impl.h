@@ -5,7 +5,8 @@
 //   canary_split.cpp     verification in chunks when a step overflows the plan (§4.8)
 //   canary_report.cpp    violation pump and reporter, health, stats, overflow warner, metrics
 //   canary_sweep.cpp     periodic sweep of the radix cache (§9)
-//   canary_offload.cpp   host-offload sidecar and PD splice (§13, §14)
+//   canary_offload.cpp   host-offload sidecar, verify_backup and PD splice (§13, §14)
+//   perturbation.cpp     fault injection (§12): the Perturber, called from phases 1 and 4
 #pragma once
 
 #include <array>
@@ -20,6 +21,7 @@
 #include "kvcanary/runtime/health.h"
 #include "kvcanary/runtime/stats.h"
 #include "runtime/delayed_read.h"
+#include "runtime/perturbation.h"
 
 namespace kvcanary::runtime {
 
@@ -108,6 +110,8 @@ class CanaryManager::Impl {
   // canary_report.cpp
   void PumpViolations();
   void ReportNewRows(int64_t write_index);
+  // Appends the rows to config_.incident_file as JSON lines (no-op when unset).
+  void AppendIncidents(const std::vector<ViolationRow>& rows);
   void CheckHealth();
   void LogStats();
   void TickOverflowWarner(ForwardState& forward);
@@ -118,6 +122,14 @@ class CanaryManager::Impl {
   void MaybeSweep();
 
   // canary_offload.cpp
+  // verify_backup (§13): per half, the group's real-KV source rebuilt over the host copy of
+  // layer 0 (absent when the half has no source). Validates the host views; throws Error.
+  std::array<std::optional<RealKvSource>, 2> BackupSources(const GroupState& group,
+                                                           const HostLayer0& host_layer0) const;
+  // Re-hashes the backed-up host slots and compares with the mirrored TAIL records; throws
+  // ViolationError on a mismatch.
+  void VerifyBackup(const GroupState& group, const std::vector<int64_t>& host_indices,
+                    const std::array<std::optional<RealKvSource>, 2>& sources);
   GroupState& GroupOf(GroupKind kind, const char* what);
   const GroupState& GroupOf(GroupKind kind, const char* what) const;
 
@@ -181,6 +193,10 @@ class CanaryManager::Impl {
   int64_t last_sweep_step_ = -1;
   int64_t sweep_passes_ = 0;
   int64_t split_steps_ = 0;
+
+  // Fault injection (§12): present when the install's PerturbConfig enables any kind.
+  std::unique_ptr<Perturber> perturber_;
+  PerturbationListener perturbation_listener_;
 };
 
 }  // namespace kvcanary::runtime

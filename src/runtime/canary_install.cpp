@@ -64,6 +64,7 @@ CanaryManager::Impl::Impl(const Config& config, const InstallArgs& args)
                "capture");
   }
   if (args.groups.empty()) ThrowError("kv-canary: install needs at least one buffer group");
+  args.perturb.Validate();
   if (args.num_inner_forwards < 1) {
     ThrowError("kv-canary: num_inner_forwards must be positive, got ", args.num_inner_forwards);
   }
@@ -179,6 +180,8 @@ CanaryManager::Impl::Impl(const Config& config, const InstallArgs& args)
   health_ = std::make_unique<HealthChecker>(active_tags_, config.sweep_interval,
                                             config.enable_mha_v);
 
+  if (args.perturb.AnyEnabled()) perturber_ = std::make_unique<Perturber>(*this, args.perturb);
+
   device_bytes_ = CountDeviceBytes();
   std::ostringstream kinds;
   kinds << "[";
@@ -188,6 +191,7 @@ CanaryManager::Impl::Impl(const Config& config, const InstallArgs& args)
   kinds << "]";
   std::ostringstream line;
   line << "install_canary: device=" << device_.ToString() << " config=" << config.ToString()
+       << " perturb_config=" << args.perturb.ToString()
        << " launch_capacities=(verify=" << verify_cap << ", write_req=" << req_cap
        << ", write_entry=" << entry_cap << ") n_buffer_groups=" << groups_.size()
        << " buffer_group_kinds=" << kinds.str() << " swa_window_size=" << args.swa_window_size

@@ -29,10 +29,29 @@ void CanaryManager::SetViolationListener(ViolationListener listener) {
   impl_->listener_ = std::move(listener);
 }
 
+void CanaryManager::SetPerturbationListener(PerturbationListener listener) {
+  impl_->perturbation_listener_ = std::move(listener);
+}
+
+void CanaryManager::PerturbNextTokens(std::vector<int64_t>& sampled) {
+  if (impl_->perturber_) impl_->perturber_->PerturbNextTokens(sampled);
+}
+
 void CanaryManager::BeginStep(const StepInput& input) { impl_->BeginStep(input); }
 void CanaryManager::PreForward(int inner) { impl_->PreForward(inner); }
 void CanaryManager::PostForward(int inner) { impl_->PostForward(inner); }
 void CanaryManager::EndStep() { impl_->EndStep(); }
+
+void CanaryManager::ReplayedForward(int inner) {
+  ForwardState& forward = impl_->ForwardAt(inner);
+  impl_->Transition(forward, Phase::kAfterPreOut, Phase::kAfterPreMaybeIn);
+  impl_->Transition(forward, Phase::kAfterPreMaybeIn, Phase::kAfterPostMaybeIn);
+}
+
+void CanaryManager::AbandonStep() {
+  for (ForwardState& forward : impl_->forwards_) forward.phase = Phase::kIdle;
+  impl_->in_step_ = false;
+}
 
 TensorView CanaryManager::CanaryBuffer(GroupKind kind, bool tail, bool v_half) const {
   const GroupState& group = impl_->GroupOf(kind, "canary buffer");

@@ -1,5 +1,9 @@
 // Host offload sidecar and PD splice (spec/runtime.md §13, §14): canary records move with the KV
 // bytes they describe, with the same index mapping, so reloaded or transferred slots verify.
+#include <cstring>
+#include <iomanip>
+#include <sstream>
+
 #include "kvcanary/error.h"
 #include "runtime/canary_impl.h"
 
@@ -20,7 +24,78 @@ void CheckIndexPairs(const std::vector<int64_t>& host, const std::vector<int64_t
   }
 }
 
+std::string Hex16(uint64_t value) {
+  std::ostringstream out;
+  out << "0x" << std::uppercase << std::hex << std::setw(16) << std::setfill('0') << value;
+  return out.str();
+}
+
 }  // namespace
+
+std::array<std::optional<RealKvSource>, 2> CanaryManager::Impl::BackupSources(
+    const GroupState& group, const HostLayer0& host_layer0) const {
+  std::array<std::optional<RealKvSource>, 2> out;
+  for (int half = 0; half < 2; ++half) {
+    const std::vector<RealKvSource>& sources = group.sources[half];
+    if (sources.empty()) continue;
+    const char* name = half == 0 ? "host_layer0.k" : "host_layer0.v";
+    const TensorView& host = half == 0 ? host_layer0.k : host_layer0.v;
+    if (!host.defined()) {
+      ThrowError("kv-canary: verify_backup needs ", name,
+                 " (the host copy of layer 0) in BackupRecords for group ",
+                 GroupKindName(group.spec.kind));
+    }
+    if (host.device().type != DeviceType::kCPU) {
+      ThrowError("kv-canary: ", name, " must be a CPU tensor, got ", host.device().ToString());
+    }
+    // The host pool keeps the device pool's layout: one source, as install builds it.
+    const RealKvSource& device = sources[0];
+    out[half] = MakeRealKvSource(host, device.page_size, device.num_bytes_per_token,
+                                 device.read_bytes);
+  }
+  return out;
+}
+
+void CanaryManager::Impl::VerifyBackup(
+    const GroupState& group, const std::vector<int64_t>& host_indices,
+    const std::array<std::optional<RealKvSource>, 2>& sources) {
+  if (host_indices.empty() || (!sources[0].has_value() && !sources[1].has_value())) return;
+  // The record copies (and the engine's KV copy, enqueued before us) must have landed.
+  SynchronizeStream(device_, stream_);
+  const char* kind = GroupKindName(group.spec.kind);
+  int64_t mismatches = 0;
+  for (int half = 0; half < 2; ++half) {
+    if (!sources[half].has_value()) continue;
+    const RealKvSource& source = *sources[half];
+    const char* buffer = half == 0 ? "k_tail" : "v_tail";
+    const uint8_t* mirror = group.host_mirrors[2 + half].data_as<uint8_t>();
+    const int64_t host_rows = source.tensor.size(0);
+    for (const int64_t slot : host_indices) {
+      if (slot / source.page_size >= host_rows) {
+        Log(LogLevel::kWarning,
+            "CANARY_VERIFY_BACKUP [" + std::string(kind) + "]: " + buffer + " slot=" +
+                std::to_string(slot) + " is outside the host layer-0 copy (" +
+                std::to_string(host_rows * source.page_size) + " slots); skipped");
+        continue;
+      }
+      const uint64_t computed =
+          RealKvHash(&source, 1, static_cast<int32_t>(config_.real_data), slot);
+      uint64_t stored = 0;
+      std::memcpy(&stored, mirror + kCanarySlotBytes * slot + 8 * kCanaryFieldRealKvHash, 8);
+      if (stored != computed) {
+        mismatches += 1;
+        Log(LogLevel::kError, "CANARY_VERIFY_BACKUP MISMATCH [" + std::string(kind) + "]: " +
+                                  buffer + " slot=" + std::to_string(slot) +
+                                  " stored=" + Hex16(stored) + " computed=" + Hex16(computed));
+      }
+    }
+  }
+  if (mismatches > 0) {
+    throw ViolationError("kv-canary: CANARY_VERIFY_BACKUP: " + std::to_string(mismatches) +
+                         " hash mismatch(es) across " + std::to_string(host_indices.size()) +
+                         " backed-up slots");
+  }
+}
 
 GroupState& CanaryManager::Impl::GroupOf(GroupKind kind, const char* what) {
   for (GroupState& group : groups_) {
@@ -34,12 +109,17 @@ const GroupState& CanaryManager::Impl::GroupOf(GroupKind kind, const char* what)
 }
 
 void CanaryManager::BackupRecords(GroupKind kind, const std::vector<int64_t>& host_indices,
-                                  const std::vector<int64_t>& device_indices) {
+                                  const std::vector<int64_t>& device_indices,
+                                  const HostLayer0& host_layer0) {
   GroupState& group = impl_->GroupOf(kind, "backup");
   if (group.host_slots <= 0) {
     ThrowError("kv-canary: missing HiCache host size for ", GroupKindName(kind));
   }
   CheckIndexPairs(host_indices, device_indices, group.host_slots, group.spec.num_slots, "backup");
+  std::array<std::optional<RealKvSource>, 2> verify_sources;
+  if (impl_->config_.verify_backup && !host_indices.empty()) {
+    verify_sources = impl_->BackupSources(group, host_layer0);
+  }
   for (int b = 0; b < 4; ++b) {
     if (group.buffers[b].data() == nullptr) continue;
     for (size_t i = 0; i < host_indices.size(); ++i) {
@@ -48,6 +128,7 @@ void CanaryManager::BackupRecords(GroupKind kind, const std::vector<int64_t>& ho
                      kCanarySlotBytes, impl_->device_, impl_->stream_);
     }
   }
+  if (impl_->config_.verify_backup) impl_->VerifyBackup(group, host_indices, verify_sources);
 }
 
 void CanaryManager::RestoreRecords(GroupKind kind, const std::vector<int64_t>& host_indices,

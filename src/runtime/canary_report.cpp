@@ -4,6 +4,7 @@
 // except the reporter's ring read, which only runs once a violation is known to exist.
 #include <algorithm>
 #include <cstring>
+#include <fstream>
 #include <numeric>
 
 #include "kvcanary/error.h"
@@ -63,6 +64,7 @@ void CanaryManager::Impl::ReportNewRows(int64_t /*staged_write_index*/) {
     Log(LogLevel::kWarning, FormatDroppedRowsWarning(dropped));
   }
   if (shown.empty()) return;
+  AppendIncidents(shown);
   std::vector<std::string> messages;
   for (const ViolationRow& row : shown) {
     messages.push_back(FormatViolation(row, write_index, overflow, outer_step_));
@@ -80,6 +82,19 @@ void CanaryManager::Impl::ReportNewRows(int64_t /*staged_write_index*/) {
     throw ViolationError(text);
   }
   for (const std::string& message : messages) Log(LogLevel::kWarning, message);
+}
+
+void CanaryManager::Impl::AppendIncidents(const std::vector<ViolationRow>& rows) {
+  if (config_.incident_file.empty()) return;
+  // Opened per report (rare) in append mode, so an external rotation or truncation is honoured
+  // and several ranks may share one file line by line.
+  std::ofstream out(config_.incident_file, std::ios::app);
+  for (const ViolationRow& row : rows) out << FormatIncidentJson(row, outer_step_) << '\n';
+  out.flush();
+  if (!out) {
+    Log(LogLevel::kWarning, "kv-canary: could not append " + std::to_string(rows.size()) +
+                                " incident(s) to incident_file '" + config_.incident_file + "'");
+  }
 }
 
 void CanaryManager::Impl::CheckHealth() {

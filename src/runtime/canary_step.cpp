@@ -89,6 +89,8 @@ void CanaryManager::Impl::BeginStep(const StepInput& input) {
     }
     DecideSplit(forward);
   }
+  // Perturbations (§12) land before the HEAD split verification reads the prefix.
+  if (perturber_) perturber_->BeforeForward();
   for (size_t i = 0; i < count; ++i) RunSplitVerify(forwards_[i], Stage::kHead);
   in_step_ = true;
 }
@@ -225,6 +227,8 @@ void CanaryManager::Impl::EndStep() {
     TickOverflowWarner(forward);
     RunSplitVerify(forward, Stage::kTail);
   }
+  // After TAIL stored the fingerprints: the next step's TAIL must catch this flip (§12).
+  if (perturber_) perturber_->AfterForward();
   MaybeSweep();
   outer_step_ += 1;
   PumpViolations();

@@ -182,7 +182,8 @@ std::string Config::ToString() const {
       << ", swa_divergence_stats_interval=" << swa_divergence_stats_interval
       << ", verify_backup=" << BoolName(verify_backup)
       << ", report_untouched_rows=" << BoolName(report_untouched_rows)
-      << ", allreduce_violation_signal=" << BoolName(allreduce_violation_signal) << ")";
+      << ", allreduce_violation_signal=" << BoolName(allreduce_violation_signal)
+      << ", incident_file='" << incident_file << "')";
   return out.str();
 }
 
@@ -208,6 +209,10 @@ Config Config::FromEnv(const EnvLookup& env) {
   read_bool("KVCANARY_VERIFY_BACKUP", config.verify_backup);
   read_bool("KVCANARY_REPORT_UNTOUCHED_ROWS", config.report_untouched_rows);
   read_bool("KVCANARY_ALLREDUCE_VIOLATION_SIGNAL", config.allreduce_violation_signal);
+  // A path is taken as given, trimmed; an empty value is unset like every other variable.
+  if (const std::optional<std::string> path = env("KVCANARY_INCIDENT_FILE")) {
+    config.incident_file = std::string(Trim(*path));
+  }
   config.Validate();
   return config;
 }

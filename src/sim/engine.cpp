@@ -5,6 +5,7 @@
 
 #include "kvcanary/error.h"
 #include "kvcanary/runtime/config.h"
+#include "sim/kv_bytes.h"
 
 namespace kvcanary::sim {
 namespace {
@@ -60,6 +61,19 @@ Engine::Engine(const SimOptions& options, std::string name, runtime::LogSink* lo
   slot_contents_.assign(options.num_slots, {0, 0});
   token_capacity_ = std::max(options.prefill_token_budget, options.max_running_reqs) + 1;
   batch_buffer_ = runtime::DeviceBuffer(device_, 8 * kNumColumns * token_capacity_);
+
+  if (options.host_tier) {
+    radix_->EnableHostTier(true);
+    host_kv_.resize(options.host_slots);
+    host_contents_.resize(options.host_slots);
+    for (int64_t h = options.host_slots - 1; h >= 0; --h) host_free_.push_back(h);
+    scheduler_->SetEvictCallback(
+        [this](RadixCache::NodeId, const std::vector<int64_t>& device) { return BackupToHost(device); });
+    scheduler_->SetRestoreCallback([this](RadixCache::NodeId, const std::vector<int64_t>& host,
+                                          const std::vector<int64_t>& device) {
+      RestoreFromHost(host, device);
+    });
+  }
 
   runtime::InstallArgs args;
   args.device = device_;
@@ -188,7 +202,9 @@ bool Engine::Step(int64_t step, EngineHooks& hooks) {
     call();
     canary_seconds += SecondsSince(start);
   };
+  hooks_ = &hooks;
   Batch batch = scheduler_->Schedule(step);
+  for (int64_t host_slot : radix_->TakeReleasedHostSlots()) host_free_.push_back(host_slot);
   if (batch.kind == Batch::kPoolTooSmall) {
     throw UsageError("pool too small: " + batch.reason);
   }
@@ -282,6 +298,66 @@ Request* Engine::FindRunning(int64_t id) const {
     if (req->spec.id == id) return req.get();
   }
   return nullptr;
+}
+
+std::vector<int64_t> Engine::BackupToHost(const std::vector<int64_t>& device_slots) {
+  if (host_free_.size() < device_slots.size()) return {};  // host tier full: drop the node
+  std::vector<int64_t> host_slots;
+  for (int64_t device_slot : device_slots) {
+    const int64_t host_slot = host_free_.back();
+    host_free_.pop_back();
+    pool_->ReadSlotToHost(device_slot, host_kv_[host_slot]);
+    host_contents_[host_slot] = slot_contents_[device_slot];
+    host_slots.push_back(host_slot);
+  }
+  // The records travel with the KV, under the same mapping (the offload sidecar).
+  if (canary_) canary_->BackupRecords(runtime::GroupKind::kFull, host_slots, device_slots);
+  return host_slots;
+}
+
+void Engine::RestoreFromHost(const std::vector<int64_t>& host_slots,
+                             const std::vector<int64_t>& device_slots) {
+  for (size_t i = 0; i < host_slots.size(); ++i) {
+    pool_->WriteSlotFromHost(device_slots[i], host_kv_[host_slots[i]]);
+    slot_contents_[device_slots[i]] = host_contents_[host_slots[i]];
+  }
+  std::vector<int64_t> record_slots = host_slots;
+  if (hooks_ != nullptr) hooks_->OnRestore(*this, record_slots, device_slots);
+  if (canary_) canary_->RestoreRecords(runtime::GroupKind::kFull, record_slots, device_slots);
+  for (int64_t host_slot : host_slots) host_free_.push_back(host_slot);
+}
+
+void Engine::SwapCanaryRecords(int64_t a, int64_t b) {
+  if (!canary_) return;
+  for (bool tail : {false, true}) {
+    for (bool v_half : {false, true}) {
+      const TensorView buffer = canary_->CanaryBuffer(runtime::GroupKind::kFull, tail, v_half);
+      char* base = buffer.data_as<char>();
+      uint8_t record_a[32], record_b[32];
+      runtime::CopyBytesAsync(record_a, base + 32 * a, 32, device_, stream_->handle());
+      runtime::CopyBytesAsync(record_b, base + 32 * b, 32, device_, stream_->handle());
+      runtime::SynchronizeStream(device_, stream_->handle());
+      runtime::CopyBytesAsync(base + 32 * a, record_b, 32, device_, stream_->handle());
+      runtime::CopyBytesAsync(base + 32 * b, record_a, 32, device_, stream_->handle());
+      runtime::SynchronizeStream(device_, stream_->handle());
+    }
+  }
+}
+
+void Engine::RepairKv(std::pair<int64_t, int64_t> content) {
+  for (int64_t slot = 1; slot < options_.num_slots; ++slot) {
+    if (slot_contents_[slot] == content) RestoreSlotKv(slot);
+  }
+  const int64_t bytes = options_.bytes_per_token;
+  for (size_t h = 0; h < host_kv_.size(); ++h) {
+    if (host_contents_[h] != content || host_kv_[h].empty()) continue;
+    uint8_t* cursor = host_kv_[h].data();  // ReadSlotToHost's layout: layer-major, K then V
+    for (int layer = 0; layer < options_.num_layers; ++layer) {
+      for (int kv = 0; kv < 2; ++kv, cursor += bytes) {
+        FillKvBytes(content.first, content.second, layer, kv, cursor, bytes);
+      }
+    }
+  }
 }
 
 void Engine::RestoreSlotKv(int64_t slot) {

@@ -64,6 +64,10 @@ class EngineHooks {
   virtual void AfterForward(Engine& engine, const Batch& batch) = 0;
   // At sampler exit: may change what is fed back.
   virtual void OnSampled(Engine& engine, const Batch& batch, std::vector<int64_t>& sampled) = 0;
+  // A host-tier restore is about to copy the canary records of `host_slots` into
+  // `device_slots`: may change which host record goes where.
+  virtual void OnRestore(Engine& engine, std::vector<int64_t>& record_host_slots,
+                         const std::vector<int64_t>& device_slots) = 0;
 };
 
 struct EngineStats {
@@ -97,6 +101,11 @@ class Engine {
   void Abort(Request* req, const std::vector<int64_t>& keep = {});
   // Rewrites a slot's KV bytes from what the forward last wrote there (undoes a byte flip).
   void RestoreSlotKv(int64_t slot);
+  // Rewrites the KV bytes of every device and host-tier slot holding `content` (a byte flip
+  // travels with its data through offload and restore; so does its repair).
+  void RepairKv(std::pair<int64_t, int64_t> content);
+  // Swaps the canary records of two slots in every buffer (undoes a misindexed restore).
+  void SwapCanaryRecords(int64_t a, int64_t b);
   // (token, position) the forward last wrote into a slot.
   std::pair<int64_t, int64_t> SlotContent(int64_t slot) const { return slot_contents_.at(slot); }
   // The running request with this id, or null.
@@ -118,6 +127,11 @@ class Engine {
                        runtime::StepInput& input);
   void RunModel(const Batch& batch, const ForwardView& view);
   ExpectedState& ExpectedFor(const Request& req);
+  // Host tier (--host-tier): radix nodes evicted from the device keep their KV bytes and canary
+  // records here, under the same index mapping, and come back on a prefix hit.
+  std::vector<int64_t> BackupToHost(const std::vector<int64_t>& device_slots);
+  void RestoreFromHost(const std::vector<int64_t>& host_slots,
+                       const std::vector<int64_t>& device_slots);
 
   SimOptions options_;
   std::string name_;
@@ -139,6 +153,10 @@ class Engine {
   std::vector<ReportedViolation> violations_;
   std::vector<SampledToken> last_sampled_;
   EngineStats stats_;
+  EngineHooks* hooks_ = nullptr;  // the hooks of the step in progress
+  std::vector<std::vector<uint8_t>> host_kv_;                // per host slot: all layers' K and V
+  std::vector<std::pair<int64_t, int64_t>> host_contents_;   // per host slot: (token, position)
+  std::vector<int64_t> host_free_;                            // LIFO
 };
 
 }  // namespace kvcanary::sim

@@ -33,7 +33,7 @@ bool RowHolds(const Engine& engine, const Request& req, int64_t slot) {
 }  // namespace
 
 FaultInjector::FaultInjector(const SimOptions& options, int64_t total_steps)
-    : options_(options), rng_(options.seed * 0x9E3779B97F4A7C15ull + 17) {
+    : options_(options), rng_(options.seed * 0x9E3779B97F4A7C15ull + 17), total_steps_(total_steps) {
   horizon_ = std::max<int64_t>(8, 2 * options.sweep_interval + 4);
   for (int64_t k = 0; k < options.fault_rate; ++k) {
     for (FaultKind fault : EnabledFaults(options)) queue_.push_back(fault);
@@ -51,6 +51,7 @@ int64_t FaultInjector::Uniform(int64_t lo, int64_t hi) {
 
 bool FaultInjector::Due(FaultKind fault) const {
   if (queue_.empty() || queue_.front() != fault || step_ < next_due_step_) return false;
+  if (step_ + horizon_ + 3 >= total_steps_) return false;  // too late to see it through
   for (const Open& open : opens_) {
     if (open.closed_step < 0) return false;  // one injection at a time keeps attribution exact
   }
@@ -216,11 +217,15 @@ void FaultInjector::InjectRealKvUsed(Engine& engine, Batch& batch) {
          << byte;
   Open& open = Start(FaultKind::kRealKvUsed, target.str());
   open.victims = {victim->spec.id};
-  open.slots = {slot};
-  open.undo = [slot](Engine& e) { e.RestoreSlotKv(slot); };
+  MarkFlip(engine, open, slot);
 }
 
 void FaultInjector::InjectRealKvUnusedCache(Engine& engine) {
+  // Only right before a sweep: eviction runs while scheduling, so the flipped slot is still
+  // cached when this step's sweep reads it (an evicted flip would go to the host tier unseen).
+  const runtime::CanaryManager* canary = engine.canary();
+  const int64_t interval = options_.sweep_interval;
+  if (canary != nullptr && interval > 0 && canary->outer_step() % interval != 0) return;
   const runtime::RadixWalk walk = runtime::WalkRadix(engine.radix(), /*unlocked_only=*/true);
   std::set<int64_t> in_use;
   for (const auto& req : engine.scheduler().running()) in_use.insert(req->slots.begin(), req->slots.end());
@@ -235,8 +240,7 @@ void FaultInjector::InjectRealKvUnusedCache(Engine& engine) {
   std::ostringstream target;
   target << "cached slot " << slot << " (no running request) layer 0 K byte " << byte;
   Open& open = Start(FaultKind::kRealKvUnusedCache, target.str());
-  open.slots = {slot};
-  open.undo = [slot](Engine& e) { e.RestoreSlotKv(slot); };
+  MarkFlip(engine, open, slot);
 }
 
 void FaultInjector::InjectStaleSlotReuse(Engine& engine, Batch& batch) {
@@ -286,8 +290,7 @@ void FaultInjector::AfterForward(Engine& engine, const Batch& batch) {
          << byte;
   Open& open = Start(FaultKind::kRealKvPostForward, target.str());
   open.victims = {victim->spec.id};
-  open.slots = {slot};
-  open.undo = [slot](Engine& e) { e.RestoreSlotKv(slot); };
+  MarkFlip(engine, open, slot);
 }
 
 void FaultInjector::OnSampled(Engine&, const Batch& batch, std::vector<int64_t>& sampled) {
@@ -298,7 +301,8 @@ void FaultInjector::OnSampled(Engine&, const Batch& batch, std::vector<int64_t>&
     if (!row.produces_token) continue;
     const Request& req = *row.req;
     const int64_t remaining = req.spec.max_new_tokens - static_cast<int64_t>(req.output.size());
-    if (remaining >= 3 && req.seq_len() + 3 < options_.max_context_len) {
+    // Both victims must outlive the detection: their rows explain the write_token rows.
+    if (remaining >= horizon_ + 3 && req.seq_len() + horizon_ + 3 < options_.max_context_len) {
       candidates.emplace_back(k, row.req);
     }
     ++k;
@@ -321,8 +325,36 @@ void FaultInjector::OnSampled(Engine&, const Batch& batch, std::vector<int64_t>&
   injections_[open.index].corrupted_returned_before_detection = 2;
 }
 
+void FaultInjector::OnRestore(Engine& engine, std::vector<int64_t>& record_host_slots,
+                              const std::vector<int64_t>& device_slots) {
+  // Misindex two records of the restored node; never its last slot, which seeds the next write.
+  if (!Due(FaultKind::kOffloadDrop) || device_slots.size() < 3) return;
+  std::swap(record_host_slots[0], record_host_slots[1]);
+  std::ostringstream target;
+  target << "host-tier restore into slots " << device_slots[0] << ", " << device_slots[1]
+         << " swapped their canary records";
+  Open& open = Start(FaultKind::kOffloadDrop, target.str());
+  open.slots = {device_slots[0], device_slots[1], device_slots[2]};
+  const int64_t a = device_slots[0];
+  const int64_t b = device_slots[1];
+  open.undo = [a, b, content_a = engine.SlotContent(a), content_b = engine.SlotContent(b)](Engine& e) {
+    // Only while both slots still hold what was restored into them.
+    if (e.SlotContent(a) == content_a && e.SlotContent(b) == content_b) e.SwapCanaryRecords(a, b);
+  };
+}
+
+void FaultInjector::MarkFlip(Engine& engine, Open& open, int64_t slot) {
+  open.slots = {slot};
+  open.content = engine.SlotContent(slot);
+  open.undo = [content = *open.content](Engine& e) { e.RepairKv(content); };
+}
+
 bool FaultInjector::Explains(Engine& engine, const Open& open, int64_t slot) const {
   if (open.slots.count(slot)) return true;
+  if (open.content.has_value() && slot > 0 && slot < options_.num_slots &&
+      engine.SlotContent(slot) == *open.content) {
+    return true;
+  }
   for (int64_t id : open.victims) {
     const Request* req = engine.FindRunning(id);
     if (req != nullptr && RowHolds(engine, *req, slot)) return true;

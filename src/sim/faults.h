@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <random>
 #include <set>
 #include <string>
@@ -32,6 +33,8 @@ class FaultInjector : public EngineHooks {
   bool OnApiError(Engine& engine, const std::string& message) override;
   void AfterForward(Engine& engine, const Batch& batch) override;
   void OnSampled(Engine& engine, const Batch& batch, std::vector<int64_t>& sampled) override;
+  void OnRestore(Engine& engine, std::vector<int64_t>& record_host_slots,
+                 const std::vector<int64_t>& device_slots) override;
 
   // After each engine step: matches the step's violations and oracle mismatches to injections,
   // closes and quarantines detected or expired injections. Unexplained violations go to
@@ -49,6 +52,9 @@ class FaultInjector : public EngineHooks {
     size_t index = 0;                 // into injections_
     std::set<int64_t> victims;        // request ids whose rows it affects
     std::set<int64_t> slots;          // slots it touched
+    // Byte flips: the (token, position) whose KV bytes were flipped. The bytes travel through
+    // the host tier, so any slot holding this content is explained (and repaired).
+    std::optional<std::pair<int64_t, int64_t>> content;
     std::vector<int64_t> keep_slots;  // slots a victim must not free on abort
     std::function<void(Engine&)> undo;
     bool abort_victims = false;
@@ -60,6 +66,8 @@ class FaultInjector : public EngineHooks {
   bool Due(FaultKind fault) const;
   Open& Start(FaultKind fault, std::string target);
   bool Explains(Engine& engine, const Open& open, int64_t slot) const;
+  // Records a byte flip of `slot`: its content explains violations, its repair is the undo.
+  void MarkFlip(Engine& engine, Open& open, int64_t slot);
   void Close(Engine& engine, Open& open);
   Request* PickDecodeVictim(Batch& batch, int64_t min_prefix, size_t* row_index = nullptr);
   int64_t Uniform(int64_t lo, int64_t hi);  // [lo, hi]
@@ -74,6 +82,7 @@ class FaultInjector : public EngineHooks {
 
   SimOptions options_;
   std::mt19937_64 rng_;
+  int64_t total_steps_ = 0;
   int64_t horizon_ = 0;
   int64_t spacing_ = 0;
   int64_t step_ = 0;

@@ -267,9 +267,9 @@ SimOptions ScenarioPreset(std::string_view name) {
     // A device pool a quarter of the default with three times the shared prompts: the radix
     // cache evicts all the time, so restores from the host tier are frequent.
     o.host_tier = true;
-    o.host_slots = 8192;
-    o.num_slots = 1024;
-    o.max_running_reqs = 8;
+    o.host_slots = 16384;
+    o.num_slots = 4096;
+    o.max_running_reqs = 16;
     o.num_system_prompts = 12;
     return o;
   }
@@ -281,7 +281,7 @@ SimOptions ScenarioPreset(std::string_view name) {
     // No faults: any violation at all is a false positive. Long enough for slots to be reused
     // many times over and for hundreds of sweeps.
     o.faults = "none";
-    o.steps = 3000;
+    o.steps = 6000;
     return o;
   }
   Throw("unknown scenario '", name, "' (valid: ", Join(PresetNames(), ", "), ", all)");

@@ -47,18 +47,18 @@ struct SimOptions {
   std::string scenario = "default";  // the preset these options came from (a label only)
   std::string device = "cpu";        // "cpu" or "cuda": where the KV pool and the canary live
   uint64_t seed = 1;                 // seeds the workload, the fault steps and the fault targets
-  int64_t steps = 500;               // stop after this many outer steps; 0 = no step limit
+  int64_t steps = 3000;               // stop after this many outer steps; 0 = no step limit
   int64_t num_requests = 0;          // stop once this many requests finished; 0 = no limit
   // REQUIRES: steps > 0 or num_requests > 0, so that the run ends.
 
   // --- the KV pool and the scheduler (§1) ---
-  int64_t num_slots = 4096;            // token slots of the (device) pool, slot 0 = padding
-  int64_t num_layers = 2;              // layers, each with a K and a V tensor
-  int64_t bytes_per_token = 64;        // K (and V) bytes of one token in one layer; multiple of 16
-  int64_t max_running_reqs = 16;       // running requests at once; req_to_token has one more row
-  int64_t max_context_len = 512;       // req_to_token columns: prompt + output of one request
-  int64_t chunk_size = 128;            // chunked prefill: most tokens of one request per step
-  int64_t prefill_token_budget = 512;  // most prefill tokens of all requests in one step
+  int64_t num_slots = 16384;            // token slots of the (device) pool, slot 0 = padding
+  int64_t num_layers = 4;              // layers, each with a K and a V tensor
+  int64_t bytes_per_token = 128;        // K (and V) bytes of one token in one layer; multiple of 16
+  int64_t max_running_reqs = 32;       // running requests at once; req_to_token has one more row
+  int64_t max_context_len = 1024;       // req_to_token columns: prompt + output of one request
+  int64_t chunk_size = 256;            // chunked prefill: most tokens of one request per step
+  int64_t prefill_token_budget = 1024;  // most prefill tokens of all requests in one step
   int64_t vocab_size = 32000;          // the oracle model's vocabulary
 
   // --- the workload (seeded; shared system prompts and follow-ups make prefix sharing heavy) ---
@@ -91,7 +91,7 @@ struct SimOptions {
   // "all" (every class that applies, see FaultApplies), "none", or a comma-separated list of
   // FaultName()s, each of which must apply.
   std::string faults = "all";
-  int64_t fault_rate = 3;  // injections per enabled fault class per run, at seeded steps
+  int64_t fault_rate = 5;  // injections per enabled fault class per run, at seeded steps
 
   // --- output ---
   std::string json_path;          // also write the report as JSON here; empty = no JSON

@@ -6,6 +6,8 @@
 #include <cstdint>
 #include <cstring>
 #include <memory>
+#include <optional>
+#include <string>
 #include <vector>
 
 #include "kvcanary/hash.h"
@@ -36,6 +38,7 @@ struct FakeEngineOptions {
   int64_t bytes_per_token = 32;
   Config config;
   std::optional<Capacities> capacities;
+  PerturbConfig perturb;
 };
 
 class FakeEngine {
@@ -60,6 +63,7 @@ class FakeEngine {
     args.max_prefill_tokens = kMaxTokens;
     args.capacities = options.capacities;
     args.log = &log;
+    args.perturb = options.perturb;
     canary = CanaryManager::Install(options.config, args);
     if (canary) canary->MarkInitFinished();
   }
@@ -70,18 +74,30 @@ class FakeEngine {
   int64_t AddRequest(int64_t prompt_len) {
     Request request;
     request.row = static_cast<int64_t>(requests_.size()) + 1;
-    for (int64_t i = 0; i < prompt_len; ++i) request.tokens.push_back(1000 * request.row + i);
+    for (int64_t i = 0; i < prompt_len; ++i) request.tokens.push_back(Oracle(request.row, i));
     requests_.push_back(request);
     return request.row;
   }
 
-  // One step: requests with unwritten tokens prefill them all, the others decode one token.
+  // The token every request should hold at `pos` (a token oracle in the sense of §11).
+  static int64_t Oracle(int64_t row, int64_t pos) { return 1000 * row + pos; }
+
+  // One step: requests with unwritten tokens prefill them all, the others decode one token. The
+  // decoded tokens pass through PerturbNextTokens, as at an engine's sampler exit.
   void Step() {
-    std::vector<int64_t> rows, prefix, extend, ids, positions, slots;
+    std::vector<Request*> decoding;
+    std::vector<int64_t> sampled;
     for (Request& request : requests_) {
-      if (request.written == static_cast<int64_t>(request.tokens.size())) {
-        request.tokens.push_back(1000 * request.row + static_cast<int64_t>(request.tokens.size()));
+      const int64_t size = static_cast<int64_t>(request.tokens.size());
+      if (request.written == size) {
+        decoding.push_back(&request);
+        sampled.push_back(Oracle(request.row, size));
       }
+    }
+    canary->PerturbNextTokens(sampled);
+    for (size_t i = 0; i < decoding.size(); ++i) decoding[i]->tokens.push_back(sampled[i]);
+    std::vector<int64_t> rows, prefix, extend, ids, positions, slots, expected;
+    for (Request& request : requests_) {
       const int64_t begin = request.written;
       const int64_t end = static_cast<int64_t>(request.tokens.size());
       rows.push_back(request.row);
@@ -93,6 +109,7 @@ class FakeEngine {
         ids.push_back(request.tokens[pos]);
         positions.push_back(pos);
         slots.push_back(slot);
+        expected.push_back(Oracle(request.row, pos));
       }
       request.written = end;
     }
@@ -118,6 +135,11 @@ class FakeEngine {
     host.req_pool_indices = rows;
     host.prefix_lens = prefix;
     host.extend_seq_lens = extend;
+    if (options_.config.enable_write_input_assert) {
+      host.expected_input_tokens = expected;
+      host.expected_input_positions = positions;
+    }
+    last_slots = slots;
     StepInput input;
     input.forwards = {batch};
     input.host = {host};
@@ -136,8 +158,17 @@ class FakeEngine {
     k_.data_as<uint8_t>()[slot * options_.bytes_per_token + byte] ^= 0xFF;
   }
 
+  // Layer-0 K and V as [num_slots, bytes_per_token] uint8.
+  TensorView KLayer0() const {
+    return k_.View(DType::kUInt8, {options_.num_slots, options_.bytes_per_token});
+  }
+  TensorView VLayer0() const {
+    return v_.View(DType::kUInt8, {options_.num_slots, options_.bytes_per_token});
+  }
+
   CapturingLog log;
   std::unique_ptr<CanaryManager> canary;
+  std::vector<int64_t> last_slots;  // out_cache_loc of the last step
 
  private:
   struct Request {

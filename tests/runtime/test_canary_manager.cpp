@@ -5,7 +5,10 @@
 
 #include <gtest/gtest.h>
 
+#include <filesystem>
+#include <fstream>
 #include <regex>
+#include <unistd.h>
 
 #include "kvcanary/error.h"
 #include "runtime/fake_engine.h"
@@ -150,9 +153,84 @@ TEST(CanaryManager, RaiseModeThrowsOnceWithEveryMessage) {
   EXPECT_FALSE(engine.log.Contains("WARNING kv_canary violation"));
 }
 
+TEST(CanaryManager, IncidentFileGetsOneJsonLinePerShownViolation) {
+  const std::filesystem::path path =
+      std::filesystem::temp_directory_path() /
+      ("kvcanary_incidents_" + std::to_string(::getpid()) + ".jsonl");
+  {
+    std::ofstream existing(path, std::ios::trunc);
+    existing << "{\"earlier\":true}\n";
+  }
+  FakeEngineOptions options = LogOptions();
+  options.config.incident_file = path.string();
+  FakeEngine engine(options);
+  Seen seen;
+  Listen(engine, seen);
+  engine.AddRequest(10);
+  engine.AddRequest(10);
+  for (int i = 0; i < 3; ++i) engine.Step();
+  engine.SetSlot(1, 4, engine.SlotOf(2, 6));
+  engine.Step();
+  engine.Step();
+  ASSERT_FALSE(seen.rows.empty());
+
+  std::ifstream in(path);
+  std::vector<std::string> lines;
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  std::filesystem::remove(path);
+  ASSERT_EQ(lines.size(), seen.rows.size() + 1);
+  EXPECT_EQ(lines[0], "{\"earlier\":true}") << "the file is appended to, never truncated";
+  for (size_t i = 0; i < seen.rows.size(); ++i) {
+    EXPECT_EQ(lines[i + 1], FormatIncidentJson(seen.rows[i], seen.steps[i]));
+  }
+  EXPECT_NE(lines[1].find("\"step\":5,\"launch_tag\":\"HEAD_K_FULL\""), std::string::npos)
+      << lines[1];
+}
+
+TEST(CanaryManager, UnwritableIncidentFileWarnsAndKeepsReporting) {
+  FakeEngineOptions options = LogOptions();
+  options.config.incident_file = "/nonexistent-kvcanary-dir/incidents.jsonl";
+  FakeEngine engine(options);
+  Seen seen;
+  Listen(engine, seen);
+  engine.AddRequest(10);
+  for (int i = 0; i < 2; ++i) engine.Step();
+  engine.SetSlot(1, 3, engine.SlotOf(1, 7));
+  engine.Step();
+  engine.Step();
+  ASSERT_FALSE(seen.rows.empty());
+  EXPECT_TRUE(engine.log.Contains("WARNING kv-canary: could not append"));
+  EXPECT_TRUE(engine.log.Contains("WARNING kv_canary violation: launch_tag="));
+}
+
 TEST(CanaryManager, PhaseOrderIsChecked) {
   FakeEngine engine(LogOptions());
   EXPECT_THROW(engine.canary->PreForward(0), Error);
+}
+
+TEST(CanaryManager, ReplayedForwardAdvancesThePhaseLikeTheTwoHooks) {
+  FakeEngine engine(LogOptions());
+  engine.AddRequest(3);
+  engine.Step();
+  // An empty batch: a replay launches nothing from the host, so no tensor is read.
+  StepInput input;
+  input.forwards = {ForwardBatch{}};
+  input.host = {ForwardHostInput{}};
+  const std::regex mismatch("kv-canary: per-forward phase mismatch .* expected AFTER_PRE_MAYBE_IN "
+                            "before transitioning to AFTER_POST_MAYBE_IN");
+  engine.canary->BeginStep(input);
+  engine.canary->ReplayedForward(0);
+  try {
+    engine.canary->PostForward(0);
+    FAIL() << "PostForward after a replay passed the phase checker";
+  } catch (const Error& error) {
+    EXPECT_TRUE(std::regex_search(error.what(), mismatch)) << error.what();
+  }
+  EXPECT_NO_THROW(engine.canary->EndStep());
+  EXPECT_EQ(engine.canary->outer_step(), 2);
+  engine.canary->BeginStep(input);
+  engine.canary->ReplayedForward(0);
+  EXPECT_THROW(engine.canary->ReplayedForward(0), Error);
 }
 
 TEST(CanaryManager, PrometheusTextHasEveryTag) {

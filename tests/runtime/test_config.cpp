@@ -152,6 +152,17 @@ TEST(Config, ToStringNamesEveryField) {
   EXPECT_NE(text.find("allreduce_violation_signal=false"), std::string::npos) << text;
 }
 
+TEST(Config, IncidentFileIsReadTrimmedAndEmptyMeansOff) {
+  EXPECT_EQ(Config::FromEnv(MapEnv({})).incident_file, "");
+  EXPECT_EQ(Config::FromEnv(MapEnv({{"KVCANARY_INCIDENT_FILE", "  /tmp/kvc incidents.jsonl "}}))
+                .incident_file,
+            "/tmp/kvc incidents.jsonl");
+  EXPECT_EQ(Config::FromEnv(MapEnv({{"KVCANARY_INCIDENT_FILE", "   "}})).incident_file, "");
+  Config config;
+  config.incident_file = "/var/log/kvc.jsonl";
+  EXPECT_NE(config.ToString().find("incident_file='/var/log/kvc.jsonl'"), std::string::npos);
+}
+
 TEST(Config, NamesOfEnums) {
   EXPECT_STREQ(ModeName(Mode::kLog), "log");
   EXPECT_STREQ(RealDataName(RealKvHashMode::kPartial), "partial");

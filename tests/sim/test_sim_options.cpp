@@ -180,6 +180,7 @@ TEST(SimOptions, RejectsAnExplicitFaultThatDoesNotApply) {
 
 TEST(SimOptions, RejectsAWindowNotSmallerThanTheContext) {
   SimOptions o;
+  o.max_context_len = 512;
   o.swa_window = o.max_context_len;
   ExpectRejected(o, "--swa-window 512 must be smaller than --context 512");
 }
@@ -196,6 +197,7 @@ TEST(SimOptions, RejectsAnSwaPoolTooSmallForOneRequest) {
 
 TEST(SimOptions, RejectsAPoolTooSmallForOneFullContextRequest) {
   SimOptions o;
+  o.max_context_len = 512;
   o.num_slots = o.max_context_len;
   ExpectRejected(o, "--num-slots 512 is too small for --context 512");
   o.num_slots = o.max_context_len + 1;

@@ -10,6 +10,8 @@
 //               ... the model writes the KV of the new tokens ...
 //               canary->PostForward(0);                           // phase 3, capturable
 //               canary->EndStep();                                // phase 4: may log or raise
+// A replayed CUDA graph that captured phases 2-3 is reported with ReplayedForward(0) instead.
+// docs/integration.md walks through an integration.
 #pragma once
 
 #include <array>
@@ -66,6 +68,8 @@ struct InstallArgs {
   // Replaces the §3.5 capacities (tests force small plans to exercise split verification).
   std::optional<Capacities> capacities;
   LogSink* log = nullptr;  // defaults to StderrLogSink()
+  // Fault injection (§12), testing only: any probability > 0 installs the perturber.
+  PerturbConfig perturb;
 };
 
 // The forward as the (possibly captured) launches read it: device tensors at addresses that stay
@@ -113,6 +117,32 @@ class ViolationError : public std::runtime_error {
 // Called for every violation row the reporter shows (after the untouched-row filter).
 using ViolationListener = std::function<void(const ViolationRow& row, int64_t step)>;
 
+// One fired perturbation (§12), so a test or engine learns what it has to detect. Fields by kind:
+//   req_to_token:   row = req_pool_idx, position, original/replacement = old/new slot, slot = new
+//   real_kv_*:      slot = flipped slot in the group's slot space, original/replacement = old/new
+//                   byte; row = req_pool_idx (real_kv_used only) and position where known, else -1
+//   next_token_swap: row = i, position = j (the swapped batch rows), original/replacement =
+//                   sampled[i]/sampled[j] before the swap
+// `step` is the outer step (next_token_swap: the sampler's own call counter).
+struct PerturbationEvent {
+  std::string kind;
+  int64_t step = 0;
+  int64_t slot = -1;
+  int64_t row = -1;
+  int64_t position = -1;
+  int64_t original = 0;
+  int64_t replacement = 0;
+};
+using PerturbationListener = std::function<void(const PerturbationEvent& event)>;
+
+// The host pool's copy of layer 0, for verify_backup (§13): CPU uint8 tensors laid out like the
+// group's device layer 0 ([host_slots / page_size, page_size * bytes_per_token], same page size
+// and bytes per token). V absent for a K-only group.
+struct HostLayer0 {
+  TensorView k;
+  TensorView v;
+};
+
 class CanaryManager {
  public:
   // Builds the runtime (§3). Returns null when config.mode is kNone. Throws kvcanary::Error on
@@ -123,15 +153,37 @@ class CanaryManager {
   void MarkInitFinished();
   void AttachRadixCache(const RadixView* view);
   void SetViolationListener(ViolationListener listener);
+  // Called synchronously whenever a perturbation fires (testing only).
+  void SetPerturbationListener(PerturbationListener listener);
 
   void BeginStep(const StepInput& input);
   void PreForward(int inner);
   void PostForward(int inner);
+  // Instead of PreForward(inner) + PostForward(inner) when the engine replays a CUDA graph that
+  // captured them: the launches replay inside the graph, this only advances the host phase
+  // checker (§4.9) the way the two hooks would.
+  void ReplayedForward(int inner);
   void EndStep();
+  // The engine gave up on the step before its model ran (an op refused the forward): every
+  // inner forward returns to IDLE so the step can be described again from BeginStep.
+  void AbandonStep();
 
-  // Host offload sidecar (§13): copies records of every canary buffer of the group.
+  // next_token_swap (§12): the engine passes the sampled tokens of a step at sampler exit; with
+  // the perturbation enabled, past warm-up (counted in calls of this method) and at least two
+  // rows, it may swap two of them. A no-op without a perturber.
+  void PerturbNextTokens(std::vector<int64_t>& sampled);
+
+  // Host offload sidecar (§13): copies records of every canary buffer of the group, device ->
+  // host mirror, on the compute stream. With config.verify_backup (and real-KV sources) it then
+  // synchronises and re-hashes each backed-up host slot from `host_layer0`, comparing with field
+  // 3 of the mirrored k_tail (and v_tail) record; each mismatch logs an ERROR and the call throws
+  // ViolationError "kv-canary: CANARY_VERIFY_BACKUP: <n> hash mismatch(es) across <m> backed-up
+  // slots". REQUIRES with verify_backup: the host KV copy of these slots is complete, or enqueued
+  // on the runtime's stream, before the call; host_layer0.k defined (and .v for a group with V
+  // sources), else kvcanary::Error.
   void BackupRecords(GroupKind kind, const std::vector<int64_t>& host_indices,
-                     const std::vector<int64_t>& device_indices);
+                     const std::vector<int64_t>& device_indices,
+                     const HostLayer0& host_layer0 = {});
   void RestoreRecords(GroupKind kind, const std::vector<int64_t>& host_indices,
                       const std::vector<int64_t>& device_indices);
 

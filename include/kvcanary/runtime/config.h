@@ -68,6 +68,9 @@ struct Config {
   bool verify_backup = false;                        // KVCANARY_VERIFY_BACKUP (§13)
   bool report_untouched_rows = false;                // KVCANARY_REPORT_UNTOUCHED_ROWS (§6.2)
   bool allreduce_violation_signal = false;           // KVCANARY_ALLREDUCE_VIOLATION_SIGNAL (§16)
+  // KVCANARY_INCIDENT_FILE (kvcanary): when set, the reporter appends one JSON line per shown
+  // violation (FormatIncidentJson, metrics.h) to this path. Empty = off.
+  std::string incident_file;
 
   // Throws the first §2.2 error: sweep_interval < 0, sweep_interval > 0 with mode none,
   // ring_capacity <= 0.

@@ -1,0 +1,115 @@
+// Fault injection (spec/runtime.md §12): corrupts the state a detection path watches, once per
+// step with a configured probability, so a test can prove that path is live. Testing only; an
+// engine never enables it in production.
+//
+//   kind                  when                          corrupts
+//   req_to_token          phase 1                       a live req_to_token entry
+//   real_kv_used          phase 1                       first layer-0 K byte of a live slot
+//   real_kv_unused_cache  phase 1, on sweep steps       first layer-0 K byte of an orphan slot
+//   real_kv_post_forward  phase 4, after TAIL           first layer-0 K byte of a just-written slot
+//   next_token_swap       sampler exit                  two sampled tokens
+//
+// Phase 1 and 4 kinds read the batch of inner forward 0 (tables and slots through synchronous
+// copies); next_token_swap counts its own calls for the warm-up.
+//
+// Thread safety: none; the owning CanaryManager's thread calls it, like every runtime method.
+// Invariants: the RNG is seeded once from PerturbConfig::seed (R8) and advances only when a gate
+// draws or a fired perturbation picks its target, so a run is reproducible; canary buffers are
+// never touched.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "kvcanary/context.h"
+#include "kvcanary/runtime/canary_manager.h"
+#include "kvcanary/runtime/config.h"
+
+namespace kvcanary::runtime {
+
+struct ForwardState;
+
+// Where a byte flip lands: the slot in the group's own slot space, and the first byte of its
+// strip in the source tensor viewed as a byte matrix.
+struct FlipAddress {
+  int64_t slot = -1;
+  int64_t row = -1;
+  int64_t col = -1;
+};
+
+// §12 flip addressing. A defined `full_to_swa` (an SWA group; int32 or int64, read from its
+// device) first translates the logical slot; then row = slot / page_size and col = (slot %
+// page_size) * num_bytes_per_token. nullopt when the logical slot is negative or outside the
+// table, the translated slot is negative, or the row is outside the source.
+std::optional<FlipAddress> LocateFlip(int64_t logical_slot, const TensorView& full_to_swa,
+                                      const RealKvSource& source, StreamHandle stream);
+
+// The perturbation RNG: a splitmix64 sequence, identical on every platform (the standard
+// distributions are not specified bit-for-bit).
+class PerturbRng {
+ public:
+  explicit PerturbRng(uint64_t seed) : state_(seed) {}
+  uint64_t Next();
+  // Uniform in [0, 1), 53 bits.
+  double Uniform();
+  // Uniform in [0, n). REQUIRES: n > 0.
+  int64_t Below(int64_t n);
+
+ private:
+  uint64_t state_;
+};
+
+class Perturber {
+ public:
+  // REQUIRES: config validated. Keeps a reference to `impl`, which owns this object.
+  Perturber(CanaryManager::Impl& impl, const PerturbConfig& config);
+
+  // Phase 1, after the capacity checks and before the HEAD split verification:
+  // req_to_token, real_kv_used, then real_kv_unused_cache.
+  void BeforeForward();
+  // Phase 4 step 2, after the TAIL split verification and before the sweep.
+  void AfterForward();
+  // next_token_swap at sampler exit.
+  void PerturbNextTokens(std::vector<int64_t>& sampled);
+
+ private:
+  // A req_to_token entry of the batch not written this step.
+  struct ActiveEntry {
+    int64_t req_pool_idx = 0;
+    int64_t position = 0;
+    int64_t slot = 0;
+    int64_t seq_len = 0;
+  };
+
+  // The §12 gate: probability, warm-up, batch, then one Bernoulli draw.
+  bool ShouldRun(const char* name, double probability, int64_t step, bool has_batch);
+  // A random group of the target kind with K sources; -1 (after an INFO) when there is none.
+  // Throws the §2.3 error when the target group is unset.
+  int PickGroup(const char* name);
+  void Skip(const char* name, const std::string& reason) const;
+  // XORs 0xFF into the first byte of `logical_slot`'s strip in a random K source of the group.
+  void Flip(const char* name, int group, int64_t logical_slot, int64_t req_pool_idx,
+            int64_t position, int64_t step);
+  void Emit(const PerturbationEvent& event) const;
+
+  std::vector<ActiveEntry> CollectActive(const ForwardState& forward) const;
+  // The non-padded part of the forward's out_cache_loc (slot 0 is padding).
+  std::vector<int64_t> WrittenSlots(const ForwardState& forward) const;
+  TensorView TableOf(const ForwardState& forward) const;
+
+  void PerturbReqToToken(const ForwardState& forward, int64_t step);
+  void PerturbRealKvUsed(const ForwardState& forward, int64_t step);
+  void PerturbRealKvUnusedCache(int64_t step);
+  void PerturbRealKvPostForward(const ForwardState& forward, int64_t step);
+
+  CanaryManager::Impl& impl_;
+  PerturbConfig config_;
+  PerturbRng rng_;
+  bool warmup_logged_ = false;
+  bool enabled_logged_ = false;
+  int64_t sampler_step_ = 0;
+};
+
+}  // namespace kvcanary::runtime
