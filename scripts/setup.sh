@@ -7,6 +7,7 @@ packages=(
   build-essential cmake ninja-build pkg-config  # toolchain
   googletest libgtest-dev                       # C++ tests
   libcli11-dev nlohmann-json3-dev               # the kvcanary command
+  pybind11-dev python3-dev python3-numpy python3-pytest python3-torch  # Python binding
 )
 
 if [[ $(id -u) -eq 0 ]]; then

@@ -37,7 +37,8 @@ runtime::Config CanaryConfig(const SimOptions& options) {
 
 }  // namespace
 
-Engine::Engine(const SimOptions& options, std::string name, runtime::LogSink* log)
+Engine::Engine(const SimOptions& options, std::string name, runtime::LogSink* log,
+               EngineRole role)
     : options_(options),
       name_(std::move(name)),
       device_(options.device == "cuda" ? Device::CUDA(0) : Device::CPU()),
@@ -56,6 +57,8 @@ Engine::Engine(const SimOptions& options, std::string name, runtime::LogSink* lo
   scheduler_options.chunk_size = options.chunk_size;
   scheduler_options.prefill_token_budget = options.prefill_token_budget;
   scheduler_options.max_context_len = options.max_context_len;
+  scheduler_options.prefill_only = role == EngineRole::kPrefill;
+  role_ = role;
   scheduler_ = std::make_unique<Scheduler>(scheduler_options, *allocator_, *table_, *radix_);
 
   slot_contents_.assign(options.num_slots, {0, 0});
@@ -250,6 +253,13 @@ bool Engine::Step(int64_t step, EngineHooks& hooks) {
   }
   hooks.OnSampled(*this, batch, sampled);
   stats_.tokens_generated += static_cast<int64_t>(sampled.size());
+  if (role_ == EngineRole::kPrefill) {
+    // The prompt's KV leaves before Complete hands its slots to the radix cache.
+    size_t next = 0;
+    for (const BatchRow& row : batch.rows) {
+      if (row.produces_token) transfers_.push_back(BuildTransfer(*row.req, sampled[next++]));
+    }
+  }
   for (std::unique_ptr<Request>& done : scheduler_->Complete(batch, sampled)) {
     expected_.erase(done->spec.id);
     last_true_sample_.erase(done->spec.id);

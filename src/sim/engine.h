@@ -30,6 +30,21 @@ namespace kvcanary::sim {
 
 class Engine;
 
+// A unified engine serves whole requests; a PD pair splits them: the prefill engine computes the
+// prompt's KV and hands it over, the decode engine generates the rest.
+enum class EngineRole { kUnified, kPrefill, kDecode };
+
+// A prefilled request in flight from the prefill engine to the decode engine: its KV pages and
+// canary records, as the transfer engine moves them (one item per page of every spliced buffer,
+// spec/runtime.md §14).
+struct TransferPacket {
+  RequestSpec spec;
+  std::vector<int64_t> tokens;                // the prompt, then the first output token
+  int64_t num_pages = 0;                      // prompt positions (page size 1)
+  std::vector<std::vector<uint8_t>> items;    // [entry of the spliced list][page * item bytes]
+  std::vector<bool> page_dropped;             // pages the transfer skipped (a fault)
+};
+
 // What the forward of one step reads, as the injector may bend it.
 struct ForwardView {
   std::vector<int64_t> positions;    // per token; position_skip bends one
@@ -81,13 +96,23 @@ struct EngineStats {
 class Engine {
  public:
   // `name` prefixes errors ("prefill", "decode" or "engine").
-  Engine(const SimOptions& options, std::string name, runtime::LogSink* log);
+  Engine(const SimOptions& options, std::string name, runtime::LogSink* log,
+         EngineRole role = EngineRole::kUnified);
   ~Engine();
 
   // One scheduling step. Returns false when there was nothing to do.
   bool Step(int64_t step, EngineHooks& hooks);
   // Runs empty canary steps so violations staged in the last real steps are read and reported.
   void Drain(int steps);
+
+  // PD prefill side: requests whose prompt was prefilled since the last call, ready to move.
+  std::vector<TransferPacket> TakeTransfers();
+  // PD decode side: admits a transferred request into slots of this pool, copying its KV and
+  // records through the same spliced buffer list. Returns the request, or null when the pool
+  // has no room yet (try again next step).
+  Request* AdmitTransfer(const TransferPacket& packet, int64_t step);
+  // Copies one page of a transferred request into its decode slot (every spliced buffer).
+  void CopyTransferPage(const TransferPacket& packet, const Request& req, int64_t page);
 
   // Finished requests since the last call (the caller makes follow-ups and counts them).
   std::vector<std::unique_ptr<Request>> TakeFinished();
@@ -127,6 +152,10 @@ class Engine {
                        runtime::StepInput& input);
   void RunModel(const Batch& batch, const ForwardView& view);
   ExpectedState& ExpectedFor(const Request& req);
+  // The buffers a PD transfer moves, in splice order: [k_head, K layers..., k_tail, v_head,
+  // V layers..., v_tail] (spec/runtime.md §14); both engines build it the same way.
+  std::vector<runtime::CanaryManager::BufferInfo> TransferList() const;
+  TransferPacket BuildTransfer(const Request& req, int64_t first_token) const;
   // Host tier (--host-tier): radix nodes evicted from the device keep their KV bytes and canary
   // records here, under the same index mapping, and come back on a prefix hit.
   std::vector<int64_t> BackupToHost(const std::vector<int64_t>& device_slots);
@@ -154,6 +183,8 @@ class Engine {
   std::vector<SampledToken> last_sampled_;
   EngineStats stats_;
   EngineHooks* hooks_ = nullptr;  // the hooks of the step in progress
+  EngineRole role_ = EngineRole::kUnified;
+  std::vector<TransferPacket> transfers_;
   std::vector<std::vector<uint8_t>> host_kv_;                // per host slot: all layers' K and V
   std::vector<std::pair<int64_t, int64_t>> host_contents_;   // per host slot: (token, position)
   std::vector<int64_t> host_free_;                            // LIFO

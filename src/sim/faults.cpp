@@ -349,6 +349,40 @@ void FaultInjector::MarkFlip(Engine& engine, Open& open, int64_t slot) {
   open.undo = [content = *open.content](Engine& e) { e.RepairKv(content); };
 }
 
+void FaultInjector::BeforeAdmit(TransferPacket& packet) {
+  dropped_page_ = -1;
+  // Never the first page (nothing before it to chain from) or the last (it seeds the decode
+  // side's first write); the page after the dropped one then fails its chain check.
+  if (!Due(FaultKind::kPdTransferDrop) || packet.num_pages < 3) return;
+  const int64_t remaining = packet.spec.max_new_tokens - 1;
+  if (remaining < horizon_ + 3 ||
+      static_cast<int64_t>(packet.tokens.size()) + horizon_ + 3 >= options_.max_context_len) {
+    return;
+  }
+  dropped_page_ = Uniform(1, packet.num_pages - 2);
+  packet.page_dropped[dropped_page_] = true;
+}
+
+void FaultInjector::AfterAdmit(Engine& engine, const TransferPacket& packet, Request* req) {
+  if (dropped_page_ < 0) return;
+  const int64_t page = dropped_page_;
+  dropped_page_ = -1;
+  if (req == nullptr) return;  // not admitted: the packet is retried, and may be dropped again
+  if (engine.SlotContent(req->slots[page]) == std::make_pair(packet.tokens[page], page)) {
+    // The reused slot already held this token at this position (a shared prompt): the drop
+    // would change nothing the model reads. Deliver the page and try another transfer.
+    engine.CopyTransferPage(packet, *req, page);
+    return;
+  }
+  std::ostringstream target;
+  target << "req " << packet.spec.id << " transfer skipped page " << page << " (decode slot "
+         << req->slots[page] << ")";
+  Open& open = Start(FaultKind::kPdTransferDrop, target.str());
+  open.victims = {req->spec.id};
+  open.slots = {req->slots[page], req->slots[page + 1]};
+  open.abort_victims = true;
+}
+
 bool FaultInjector::Explains(Engine& engine, const Open& open, int64_t slot) const {
   if (open.slots.count(slot)) return true;
   if (open.content.has_value() && slot > 0 && slot < options_.num_slots &&

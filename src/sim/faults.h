@@ -36,6 +36,11 @@ class FaultInjector : public EngineHooks {
   void OnRestore(Engine& engine, std::vector<int64_t>& record_host_slots,
                  const std::vector<int64_t>& device_slots) override;
 
+  // PD: called with each transferred request right before the decode engine admits it (may
+  // drop a page), and after it was admitted (`req` null when the pool had no room yet).
+  void BeforeAdmit(TransferPacket& packet);
+  void AfterAdmit(Engine& engine, const TransferPacket& packet, Request* req);
+
   // After each engine step: matches the step's violations and oracle mismatches to injections,
   // closes and quarantines detected or expired injections. Unexplained violations go to
   // `false_positives`.
@@ -92,6 +97,7 @@ class FaultInjector : public EngineHooks {
   std::vector<Injection> injections_;
   std::vector<Open> opens_;
   int64_t unexplained_mismatches_ = 0;
+  int64_t dropped_page_ = -1;  // the page BeforeAdmit dropped, until AfterAdmit
 };
 
 }  // namespace kvcanary::sim

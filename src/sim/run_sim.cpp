@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <deque>
+#include <memory>
 #include <numeric>
 #include <sstream>
 
@@ -46,17 +48,46 @@ WorkloadOptions WorkloadOf(const SimOptions& options) {
   return workload;
 }
 
+// The PD prefill engine runs no fault of its own: the decode side is the one under test.
+class NoFaults : public EngineHooks {
+ public:
+  void BeforeForward(Engine&, Batch&, ForwardView&) override {}
+  bool OnApiError(Engine&, const std::string&) override { return false; }
+  void AfterForward(Engine&, const Batch&) override {}
+  void OnSampled(Engine&, const Batch&, std::vector<int64_t>&) override {}
+  void OnRestore(Engine&, std::vector<int64_t>&, const std::vector<int64_t>&) override {}
+};
+
+// Violations on the prefill side have no fault to explain them.
+void AddUnexplained(const std::vector<ReportedViolation>& violations, int64_t step,
+                    ScenarioReport& report) {
+  for (const ReportedViolation& v : violations) {
+    report.violations_total += 1;
+    report.false_positives.push_back(ObservedViolation{step, v.row.kernel_kind, v.row.slot_idx,
+                                                       v.row.position, v.row.fail_reason_bits,
+                                                       "prefill: " + v.first_line});
+  }
+}
+
 }  // namespace
 
 ScenarioReport RunScenario(const SimOptions& options, const ProgressFn& progress) {
   const auto start = std::chrono::steady_clock::now();
   CountingLog log;
-  Engine engine(options, "engine", &log);
+  // Unified: one engine. PD: requests enter the prefill engine, whose finished prompts move to
+  // `engine` (the decode side) through TransferPackets.
+  Engine engine(options, options.pd ? "decode" : "engine", &log,
+                options.pd ? EngineRole::kDecode : EngineRole::kUnified);
+  std::unique_ptr<Engine> prefill;
+  if (options.pd) prefill = std::make_unique<Engine>(options, "prefill", &log, EngineRole::kPrefill);
+  Engine& entry = prefill ? *prefill : engine;
+  NoFaults no_faults;
+  std::deque<TransferPacket> in_flight;
   Workload workload(WorkloadOf(options));
   int64_t index = 0;
   for (RequestSpec spec : workload.initial_requests()) {
     spec.arrival_step = static_cast<int64_t>(static_cast<double>(index++) / options.arrivals_per_step);
-    engine.scheduler().Submit(std::move(spec));
+    entry.scheduler().Submit(std::move(spec));
   }
   const int64_t total_steps = options.steps > 0 ? options.steps : int64_t{1} << 40;
   FaultInjector injector(options, options.steps > 0 ? options.steps : 1000);
@@ -79,6 +110,22 @@ ScenarioReport RunScenario(const SimOptions& options, const ProgressFn& progress
   for (; step < total_steps && !stopped; ++step) {
     injector.BeginStep(step);
     try {
+      if (prefill) {
+        prefill->Step(step, no_faults);
+        AddUnexplained(prefill->TakeViolations(), step, report);
+        for (TransferPacket& packet : prefill->TakeTransfers()) in_flight.push_back(std::move(packet));
+        while (!in_flight.empty()) {
+          TransferPacket& packet = in_flight.front();
+          injector.BeforeAdmit(packet);
+          Request* admitted = engine.AdmitTransfer(packet, step);
+          injector.AfterAdmit(engine, packet, admitted);
+          if (admitted == nullptr) {
+            std::fill(packet.page_dropped.begin(), packet.page_dropped.end(), false);
+            break;
+          }
+          in_flight.pop_front();
+        }
+      }
       engine.Step(step, injector);
     } catch (const runtime::ViolationError&) {
       stopped = true;
@@ -87,7 +134,7 @@ ScenarioReport RunScenario(const SimOptions& options, const ProgressFn& progress
     for (std::unique_ptr<Request>& done : engine.TakeFinished()) {
       finished += 1;
       if (auto follow_up = workload.FollowUp(done->spec, done->output, step + 1)) {
-        engine.scheduler().Submit(std::move(*follow_up));
+        entry.scheduler().Submit(std::move(*follow_up));
       }
     }
     if (progress) {
@@ -96,7 +143,7 @@ ScenarioReport RunScenario(const SimOptions& options, const ProgressFn& progress
       progress(step + 1, options.steps, status.str());
     }
     if (options.num_requests > 0 && finished >= options.num_requests) break;
-    if (engine.scheduler().Done()) break;
+    if (engine.scheduler().Done() && entry.scheduler().Done() && in_flight.empty()) break;
   }
   // Violations of the last steps are staged, not yet read: run empty steps to report them.
   if (!stopped) {
@@ -104,9 +151,11 @@ ScenarioReport RunScenario(const SimOptions& options, const ProgressFn& progress
       injector.BeginStep(step++);
       try {
         engine.Drain(1);
+        if (prefill) prefill->Drain(1);
       } catch (const runtime::ViolationError&) {
       }
       absorb();
+      if (prefill) AddUnexplained(prefill->TakeViolations(), step, report);
     }
   }
   injector.Finish(engine);
@@ -116,13 +165,15 @@ ScenarioReport RunScenario(const SimOptions& options, const ProgressFn& progress
   report.coverage.steps = engine.stats().steps;
   report.coverage.requests = finished;
   report.coverage.tokens_generated = engine.stats().tokens_generated;
-  report.coverage.prefix_hit_rate = engine.scheduler().stats().PrefixHitRate();
-  if (runtime::CanaryManager* canary = engine.canary()) {
-    const runtime::MetricsSnapshot metrics = canary->Metrics();
-    report.coverage.protected_tokens =
+  report.coverage.prefix_hit_rate = entry.scheduler().stats().PrefixHitRate();
+  for (Engine* side : {&engine, prefill.get()}) {
+    if (side == nullptr || side->canary() == nullptr) continue;
+    const runtime::MetricsSnapshot metrics = side->canary()->Metrics();
+    report.coverage.protected_tokens +=
         std::accumulate(metrics.protected_tokens.begin(), metrics.protected_tokens.end(), int64_t{0});
-    report.coverage.sweeps = canary->sweep_passes();
+    report.coverage.sweeps += side->canary()->sweep_passes();
   }
+  if (prefill) report.oracle_mismatches_total += prefill->stats().oracle_mismatches;
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   report.speed.wall_s = wall;
   report.speed.steps_per_s = wall > 0 ? static_cast<double>(report.coverage.steps) / wall : 0;

@@ -60,6 +60,7 @@ void Scheduler::Submit(RequestSpec spec) {
 }
 
 int64_t Scheduler::KvTotal(const Request& req) const {
+  if (options_.prefill_only) return static_cast<int64_t>(req.spec.prompt.size());
   const int64_t final_len =
       std::min(static_cast<int64_t>(req.spec.prompt.size()) + req.spec.max_new_tokens,
                options_.max_context_len);
@@ -250,7 +251,7 @@ std::vector<std::unique_ptr<Request>> Scheduler::Complete(const Batch& batch,
       req.prefill_done = true;
       req.first_token_step = batch.step;
     }
-    if (static_cast<int64_t>(req.output.size()) >= req.spec.max_new_tokens ||
+    if (options_.prefill_only || static_cast<int64_t>(req.output.size()) >= req.spec.max_new_tokens ||
         req.seq_len() >= options_.max_context_len) {
       req.finished = true;
       req.finish_step = batch.step;
@@ -283,6 +284,37 @@ void Scheduler::Retire(Request& req) {
   table_.FreeRow(req.row);
   req.row = 0;
   stats_.finished += 1;
+}
+
+std::optional<Request*> Scheduler::AdmitPrefilled(const RequestSpec& spec,
+                                                  std::vector<int64_t> tokens, int64_t step) {
+  auto req = std::make_unique<Request>();
+  req->spec = spec;
+  req->tokens = std::move(tokens);
+  req->output.assign(req->tokens.begin() + static_cast<int64_t>(spec.prompt.size()),
+                     req->tokens.end());
+  const int64_t prompt_len = static_cast<int64_t>(spec.prompt.size());
+  if (static_cast<int64_t>(running_.size()) >= options_.max_running_reqs ||
+      KvTotal(*req) > allocator_.NumFree() + cache_.EvictableTokens() - Reserved()) {
+    return std::nullopt;
+  }
+  const std::optional<int64_t> row = table_.AllocateRow();
+  if (!row) return std::nullopt;
+  std::optional<std::vector<int64_t>> slots = AllocateSlots(prompt_len);
+  if (!slots) {
+    table_.FreeRow(*row);
+    return std::nullopt;
+  }
+  req->row = *row;
+  table_.SetRange(req->row, 0, *slots);
+  req->slots = std::move(*slots);
+  req->kv_len = prompt_len;
+  req->prefill_done = true;
+  req->admit_step = step;
+  req->first_token_step = step;
+  stats_.admitted += 1;
+  running_.push_back(std::move(req));
+  return running_.back().get();
 }
 
 void Scheduler::Abort(Request* req, const std::vector<int64_t>& keep) {

@@ -60,6 +60,9 @@ struct SchedulerOptions {
   int64_t chunk_size = 256;             // most prompt tokens one request extends per prefill
   int64_t prefill_token_budget = 1024;  // most prompt tokens one prefill batch extends
   int64_t max_context_len = 2048;       // req_to_token width; a request finishes at this length
+  // PD prefill side: a request finishes once it produced its first token (the decode side takes
+  // it from there), so it only ever needs its prompt's slots.
+  bool prefill_only = false;
 
   // Throws kvcanary::Error naming the first field that is not positive.
   void Validate() const;
@@ -162,6 +165,13 @@ class Scheduler {
   // caller owns them. REQUIRES: `batch` is the last batch Schedule returned.
   std::vector<std::unique_ptr<Request>> Complete(const Batch& batch,
                                                  const std::vector<int64_t>& sampled);
+
+  // PD decode side: admits a request whose prompt was prefilled elsewhere. `tokens` is the prompt
+  // then the first output token; slots for the prompt's positions are allocated, entered in a
+  // new req_to_token row and returned (the caller copies the transferred KV into them). nullopt
+  // (nothing changed) when no row or not enough slots are available yet.
+  std::optional<Request*> AdmitPrefilled(const RequestSpec& spec, std::vector<int64_t> tokens,
+                                         int64_t step);
 
   // Drops a running request without caching it (a quarantined fault victim): frees its row and
   // the slots it owns except `keep`, and unlocks its cached prefix. The request is destroyed.

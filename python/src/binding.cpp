@@ -1,0 +1,113 @@
+// The _kvcanary extension module: every def of the Python binding, as one table. The Python
+// package (python/kvcanary/) wraps these with SGLang's signatures, docstrings and stream choice;
+// conversions.cpp turns arguments into the C++ structs. Nothing here decides anything.
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include "conversions.h"
+#include "kvcanary/kvcanary.h"
+
+namespace py = pybind11;
+using namespace kvcanary;
+using namespace kvcanary::python;
+
+PYBIND11_MODULE(_kvcanary, m) {
+  m.doc() = "kvcanary's C++ ops over DLPack tensors; use the kvcanary package, not this module.";
+  Error_Register(m);
+
+  // Constants and enumeration values (spec/kernels.md §2), from include/kvcanary/format.h.
+  m.attr("CANARY_CHAIN_ANCHOR") = py::int_(kCanaryChainAnchor);
+  m.attr("REQ_POOL_IDX_PADDING") = kReqPoolIdxPadding;
+  m.attr("TOKEN_TO_KV_SLOT_PADDING") = kTokenToKvSlotPadding;
+  m.attr("CANARY_FIELDS_PER_SLOT") = kCanaryFieldsPerSlot;
+  m.attr("CANARY_FIELD_TOKEN") = kCanaryFieldToken;
+  m.attr("CANARY_FIELD_POSITION") = kCanaryFieldPosition;
+  m.attr("CANARY_FIELD_PREV_HASH") = kCanaryFieldPrevHash;
+  m.attr("CANARY_FIELD_REAL_KV_HASH") = kCanaryFieldRealKvHash;
+  m.attr("CANARY_SLOT_BYTES") = kCanarySlotBytes;
+  m.attr("VIOLATION_FIELDS") = kViolationFields;
+  m.attr("VIOLATION_FIELD_KERNEL_KIND") = kViolationFieldKernelKind;
+  m.attr("VIOLATION_FIELD_SLOT_IDX") = kViolationFieldSlotIdx;
+  m.attr("VIOLATION_FIELD_POSITION") = kViolationFieldPosition;
+  m.attr("VIOLATION_FIELD_STORED_TOKEN") = kViolationFieldStoredToken;
+  m.attr("VIOLATION_FIELD_EXPECTED_TOKEN") = kViolationFieldExpectedToken;
+  m.attr("VIOLATION_FIELD_STORED_CHAIN_HASH") = kViolationFieldStoredChainHash;
+  m.attr("VIOLATION_FIELD_EXPECTED_AUX") = kViolationFieldExpectedAux;
+  m.attr("VIOLATION_FIELD_FAIL_REASON_BITS") = kViolationFieldFailReasonBits;
+  m.attr("MAX_REAL_KV_SOURCES") = kMaxRealKvSources;
+  m.attr("REAL_KV_SOURCE_FIELDS_PER_ENTRY") = kRealKvSourceFieldsPerEntry;
+  m.attr("REAL_KV_SOURCE_FIELD_PAGE_SIZE") = kRealKvSourceFieldPageSize;
+  m.attr("REAL_KV_SOURCE_FIELD_NUM_BYTES_PER_TOKEN") = kRealKvSourceFieldNumBytesPerToken;
+  m.attr("REAL_KV_SOURCE_FIELD_READ_BYTES") = kRealKvSourceFieldReadBytes;
+  m.attr("PLAN_BS_BLOCK_SIZE") = kPlanBsBlockSize;
+  m.attr("SPLITMIX64_MULTIPLIER_1") = py::int_(kSplitmix64Multiplier1);
+  m.attr("SPLITMIX64_MULTIPLIER_2") = py::int_(kSplitmix64Multiplier2);
+  m.attr("VERIFY_CHAIN_HASH_MISMATCH") = FailReason::kVerifyChainHashMismatch;
+  m.attr("VERIFY_POSITION_MISMATCH") = FailReason::kVerifyPositionMismatch;
+  m.attr("VERIFY_REAL_KV_HASH_MISMATCH") = FailReason::kVerifyRealKvHashMismatch;
+  m.attr("WRITE_TOKEN_MISMATCH") = FailReason::kWriteTokenMismatch;
+  m.attr("WRITE_POSITION_MISMATCH") = FailReason::kWritePositionMismatch;
+  m.attr("VERIFY_TOKEN_MISMATCH") = FailReason::kVerifyTokenMismatch;
+  m.attr("REAL_KV_HASH_MODE_NONE") = static_cast<int32_t>(RealKvHashMode::kNone);
+  m.attr("REAL_KV_HASH_MODE_PARTIAL") = static_cast<int32_t>(RealKvHashMode::kPartial);
+  m.attr("REAL_KV_HASH_MODE_ALL") = static_cast<int32_t>(RealKvHashMode::kAll);
+  m.attr("NUM_LAUNCH_TAGS") = kNumLaunchTags;
+  m.attr("HAVE_CUDA") =
+#if defined(KVC_HAVE_CUDA)
+      true;
+#else
+      false;
+#endif
+
+  // Names (None outside the known set) and hashes (spec §4), on unsigned 64-bit values.
+  m.def("launch_tag_name", &LaunchTagName, py::arg("tag"));
+  m.def("fail_reason_label", &FailReasonLabel, py::arg("bit"));
+  m.def("splitmix64", &Splitmix64, py::arg("x"));
+  m.def("splitmix64_mix3", &Splitmix64Mix3, py::arg("a"), py::arg("b"), py::arg("c"));
+  m.def("to_signed_int64", &ToSigned, py::arg("x"));
+  m.def("compute_slot_hash", &CanaryBuf_SlotHash, py::arg("canary_buf"), py::arg("slot_idx"));
+  m.def("real_kv_hash", &RealKvSource_Hash, py::arg("real_kv_sources"), py::arg("slot_idx"),
+        py::arg("real_kv_hash_mode"));
+  m.def("validate_real_kv_source", &RealKvSource_Validate, py::arg("tensor"),
+        py::arg("page_size"), py::arg("num_bytes_per_token"), py::arg("read_bytes"));
+
+  // Plan sizes (V11, V12, W13, W14).
+  m.def("verify_plan_allocation_bytes", &VerifyPlanAllocationBytes, py::arg("verify_capacity"));
+  m.def("write_plan_allocation_bytes", &WritePlanAllocationBytes, py::arg("write_req_capacity"));
+
+  // The ops (spec §7-§10). Keyword-only, as the Python launchers call them.
+  m.def("plan", &Plan_Launch, py::kw_only(), py::arg("verify_plan_out"),
+        py::arg("write_plan_out"), py::arg("req_pool_indices"), py::arg("prefix_lens"),
+        py::arg("extend_seq_lens"), py::arg("req_to_token"), py::arg("swa_window_size"),
+        py::arg("full_to_swa_index_mapping"), py::arg("verify_capacity"),
+        py::arg("req_to_verify_expected_tokens"),
+        py::arg("req_to_verify_expected_tokens_valid_lens"),
+        py::arg("kv_token_id_vs_position_offset"), py::arg("verify_offsets_scratch"),
+        py::arg("req_to_token_stride0"), py::arg("stream"));
+  m.def("plan_offsets", &PlanOffsets_Launch, py::kw_only(), py::arg("req_pool_indices"),
+        py::arg("prefix_lens"), py::arg("extend_seq_lens"), py::arg("req_to_token"),
+        py::arg("full_to_swa_index_mapping"), py::arg("out_verify_offsets_scratch"),
+        py::arg("out_write_offsets"), py::arg("out_write_seed_slot_indices"),
+        py::arg("out_verify_num_valid"), py::arg("out_verify_enable"),
+        py::arg("out_write_num_valid_reqs"), py::arg("swa_window_size"),
+        py::arg("verify_capacity"), py::arg("req_to_token_stride0"), py::arg("lut_len"),
+        py::arg("stream"));
+  m.def("plan_entries", &PlanEntries_Launch, py::kw_only(), py::arg("req_pool_indices"),
+        py::arg("prefix_lens"), py::arg("req_to_token"), py::arg("full_to_swa_index_mapping"),
+        py::arg("verify_offsets_scratch"), py::arg("verify_enable"),
+        py::arg("req_to_verify_expected_tokens"),
+        py::arg("req_to_verify_expected_tokens_valid_lens"), py::arg("out_verify_slot_indices"),
+        py::arg("out_verify_expected_tokens"), py::arg("out_verify_expected_positions"),
+        py::arg("out_verify_prev_slot_indices"), py::arg("kv_token_id_vs_position_offset"),
+        py::arg("swa_window_size"), py::arg("stream"));
+  m.def("swa_translate", &SwaTranslate_Launch, py::kw_only(), py::arg("slot_indices"),
+        py::arg("full_to_swa_index_mapping"), py::arg("out_slot_indices"), py::arg("stream"));
+  m.def("verify", &Verify_Launch, py::kw_only(), py::arg("context"), py::arg("plan"),
+        py::arg("check_verify_expected_token"), py::arg("paired_context"), py::arg("stream"));
+  m.def("write", &Write_Launch, py::kw_only(), py::arg("context"), py::arg("plan"),
+        py::arg("input_ids"), py::arg("positions"), py::arg("out_cache_loc"),
+        py::arg("enable_write_input_assert"), py::arg("expected_input_tokens"),
+        py::arg("expected_input_positions"), py::arg("paired_context"), py::arg("stream"));
+  m.def("scatter_req_token_ids", &Scatter_Launch, py::kw_only(), py::arg("flat_in"),
+        py::arg("offsets"), py::arg("req_pool_indices"), py::arg("pool_out"), py::arg("stream"));
+}
