@@ -19,7 +19,9 @@ void CanaryManager::Impl::MaybeSweep() {
   const int64_t capacity = capacities_.verify_capacity;
   for (size_t g = 0; g < groups_.size(); ++g) {
     const VerifyPlanView& plan = forwards_[0].groups[g].verify_plan;
-    for (int64_t begin = 0; begin < walk.size(); begin += capacity) {
+    // At least one launch, even for an empty cache: the health checker expects SWEEP counters
+    // to move after every pass.
+    for (int64_t begin = 0; begin == 0 || begin < walk.size(); begin += capacity) {
       const int64_t n = std::min(capacity, walk.size() - begin);
       const std::vector<int64_t> no_token(n, -1);
       CopyBytesAsync(plan.verify_slot_indices.data(), walk.slot_indices.data() + begin, 8 * n,

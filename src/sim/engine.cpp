@@ -4,6 +4,7 @@
 #include <chrono>
 
 #include "kvcanary/error.h"
+#include "kvcanary/hash.h"
 #include "kvcanary/runtime/config.h"
 #include "sim/kv_bytes.h"
 
@@ -58,6 +59,7 @@ Engine::Engine(const SimOptions& options, std::string name, runtime::LogSink* lo
   scheduler_options.prefill_token_budget = options.prefill_token_budget;
   scheduler_options.max_context_len = options.max_context_len;
   scheduler_options.prefill_only = role == EngineRole::kPrefill;
+  scheduler_options.reuse_prefix = options.swa_window == 0;
   role_ = role;
   scheduler_ = std::make_unique<Scheduler>(scheduler_options, *allocator_, *table_, *radix_);
 
@@ -90,6 +92,20 @@ Engine::Engine(const SimOptions& options, std::string name, runtime::LogSink* lo
   full.bytes_per_token = options.bytes_per_token;
   full.host_slots = options.host_tier ? options.host_slots : 0;
   args.groups = {full};
+  if (options.swa_window > 0) {
+    swa_ = std::make_unique<SwaState>(device_, options.num_slots, options.swa_num_slots,
+                                      static_cast<int>(options.num_layers),
+                                      options.bytes_per_token, options.swa_window, stream);
+    runtime::GroupSpec swa;
+    swa.kind = runtime::GroupKind::kSwa;
+    swa.num_slots = options.swa_num_slots;
+    swa.k_layer0 = swa_->pool().Layer(0, 0);
+    swa.v_layer0 = swa_->pool().Layer(0, 1);
+    swa.bytes_per_token = options.bytes_per_token;
+    swa.full_to_swa = swa_->LutView();
+    args.groups.push_back(swa);
+    args.swa_window_size = options.swa_window;
+  }
   args.pool_slot_count = options.num_slots;
   args.max_prefill_tokens = token_capacity_;
   args.log = log;
@@ -188,10 +204,20 @@ void Engine::RunModel(const Batch& batch, const ForwardView& view) {
     SampledToken sampled;
     sampled.req = row.req;
     sampled.position = seq_len;
-    sampled.actual = oracle_.NextTokenFromPool(*pool_, slot_row, seq_len, query);
     ExpectedState& expected = ExpectedFor(*row.req);
     while (expected.length() < seq_len) expected.Append(row.req->tokens[expected.length()]);
-    sampled.expected = expected.NextToken(query);
+    if (swa_) {
+      // Hybrid model: full layers attend to everything, sliding-window layers to the last W.
+      const uint64_t actual = oracle_.HashFromPool(*pool_, slot_row, seq_len, query) ^
+                              Splitmix64(SwaHash(slot_row, seq_len, query));
+      const uint64_t truth = expected.Hash(query) ^
+                             Splitmix64(ExpectedSwaHash(*row.req, seq_len, query));
+      sampled.actual = oracle_.TokenOf(actual);
+      sampled.expected = oracle_.TokenOf(truth);
+    } else {
+      sampled.actual = oracle_.NextTokenFromPool(*pool_, slot_row, seq_len, query);
+      sampled.expected = expected.NextToken(query);
+    }
     if (sampled.actual != sampled.expected) stats_.oracle_mismatches += 1;
     last_sampled_.push_back(sampled);
   }
@@ -222,6 +248,17 @@ bool Engine::Step(int64_t step, EngineHooks& hooks) {
   view.table_stride = table_->row_pitch();
   view.stride0 = table_->row_pitch();
   hooks.BeforeForward(*this, batch, view);
+  if (swa_) {
+    // New tokens get their SWA slots before the canary reads the full->SWA table.
+    int64_t token = 0;
+    for (const BatchRow& row : batch.rows) {
+      for (int64_t i = 0; i < row.extend_len; ++i, ++token) {
+        swa_->Assign(row.req->spec.id, row.prefix_len + i, view.positions[token],
+                     row.new_slots[i], row.req->tokens[row.prefix_len + i]);
+      }
+    }
+    swa_->Upload();
+  }
   table_->Upload();
   runtime::StepInput input;
   DescribeForward(batch, view, input);
@@ -263,7 +300,14 @@ bool Engine::Step(int64_t step, EngineHooks& hooks) {
   for (std::unique_ptr<Request>& done : scheduler_->Complete(batch, sampled)) {
     expected_.erase(done->spec.id);
     last_true_sample_.erase(done->spec.id);
+    if (swa_) swa_->ReleaseAll(done->spec.id);
     finished_.push_back(std::move(done));
+  }
+  if (swa_) {
+    // Tokens that left every window give their SWA slot back.
+    for (const auto& req : scheduler_->running()) {
+      swa_->ReleaseBefore(req->spec.id, req->kv_len - options_.swa_window);
+    }
   }
   stats_.steps += 1;
   stats_.canary_seconds += canary_seconds;
@@ -375,7 +419,38 @@ void Engine::RestoreSlotKv(int64_t slot) {
   pool_->WriteToken(slot, token, position);
 }
 
+uint64_t Engine::SwaHash(const int32_t* slot_row, int64_t seq_len, int64_t query) const {
+  const int64_t start = std::max<int64_t>(0, seq_len - options_.swa_window);
+  std::vector<int32_t> swa_row(seq_len - start);
+  for (int64_t pos = start; pos < seq_len; ++pos) {
+    const int64_t full = slot_row[pos];
+    const bool mapped = full >= 0 && full < options_.num_slots;
+    swa_row[pos - start] = mapped ? static_cast<int32_t>(swa_->SwaSlotOf(full)) : 0;
+  }
+  return oracle_.HashFromPool(swa_->pool(), swa_row.data(), seq_len - start, query);
+}
+
+uint64_t Engine::ExpectedSwaHash(const Request& req, int64_t seq_len, int64_t query) const {
+  const int64_t start = std::max<int64_t>(0, seq_len - options_.swa_window);
+  const int64_t bytes = options_.bytes_per_token;
+  const int layers = static_cast<int>(options_.num_layers);
+  std::vector<uint8_t> rows((seq_len - start) * layers * 2 * bytes);
+  for (int64_t pos = start; pos < seq_len; ++pos) {
+    for (int layer = 0; layer < layers; ++layer) {
+      for (int kv = 0; kv < 2; ++kv) {
+        FillKvBytes(req.tokens[pos], pos, layer, kv,
+                    &rows[(((pos - start) * layers + layer) * 2 + kv) * bytes], bytes);
+      }
+    }
+  }
+  const OracleModel::KvReader read = [&](int layer, int kv, int64_t j) -> const uint8_t* {
+    return &rows[((j * layers + layer) * 2 + kv) * bytes];
+  };
+  return oracle_.Hash(read, seq_len - start, query);
+}
+
 void Engine::Abort(Request* req, const std::vector<int64_t>& keep) {
+  if (swa_) swa_->ReleaseAll(req->spec.id);
   expected_.erase(req->spec.id);
   last_true_sample_.erase(req->spec.id);
   scheduler_->Abort(req, keep);

@@ -25,6 +25,7 @@
 #include "sim/scheduler.h"
 #include "sim/sim_options.h"
 #include "sim/slot_allocator.h"
+#include "sim/swa_state.h"
 
 namespace kvcanary::sim {
 
@@ -143,6 +144,7 @@ class Engine {
   RadixCache& radix() { return *radix_; }
   Scheduler& scheduler() { return *scheduler_; }
   runtime::CanaryManager* canary() { return canary_.get(); }
+  SwaState* swa() { return swa_.get(); }
   const EngineStats& stats() const { return stats_; }
   const OracleModel& oracle() const { return oracle_; }
 
@@ -151,6 +153,10 @@ class Engine {
   void DescribeForward(const Batch& batch, const ForwardView& view,
                        runtime::StepInput& input);
   void RunModel(const Batch& batch, const ForwardView& view);
+  // The sliding-window layers' share of a row's next token: attention over the last W positions
+  // through the full->SWA table (actual), or over the true tokens (expected).
+  uint64_t SwaHash(const int32_t* slot_row, int64_t seq_len, int64_t query) const;
+  uint64_t ExpectedSwaHash(const Request& req, int64_t seq_len, int64_t query) const;
   ExpectedState& ExpectedFor(const Request& req);
   // The buffers a PD transfer moves, in splice order: [k_head, K layers..., k_tail, v_head,
   // V layers..., v_tail] (spec/runtime.md §14); both engines build it the same way.
@@ -172,6 +178,7 @@ class Engine {
   std::unique_ptr<RadixCache> radix_;
   std::unique_ptr<Scheduler> scheduler_;
   std::unique_ptr<runtime::CanaryManager> canary_;
+  std::unique_ptr<SwaState> swa_;  // --swa-window: the sliding-window layers
   OracleModel oracle_;
   runtime::DeviceBuffer batch_buffer_;  // [6, token capacity] int64 forward inputs
   int64_t token_capacity_ = 0;

@@ -9,6 +9,9 @@
 namespace kvcanary::sim {
 namespace {
 
+// Tokens a victim must still have to generate: it must outlive its detection (a victim only
+// advances when it is in a batch, so this counts its own forwards, not wall steps).
+constexpr int64_t kVictimMargin = 12;
 // Steps before the first injection: requests must be decoding with a prefix to corrupt.
 constexpr int64_t kWarmupSteps = 12;
 // Consecutive steps the next fault may find no target before it is moved to the back.
@@ -34,7 +37,9 @@ bool RowHolds(const Engine& engine, const Request& req, int64_t slot) {
 
 FaultInjector::FaultInjector(const SimOptions& options, int64_t total_steps)
     : options_(options), rng_(options.seed * 0x9E3779B97F4A7C15ull + 17), total_steps_(total_steps) {
-  horizon_ = std::max<int64_t>(8, 2 * options.sweep_interval + 4);
+  // Wall steps an injection waits for its detection: a victim is only verified when it is in a
+  // batch, and long prefill phases can hold decodes back for dozens of steps.
+  horizon_ = std::max<int64_t>(64, 2 * options.sweep_interval + 8);
   for (int64_t k = 0; k < options.fault_rate; ++k) {
     for (FaultKind fault : EnabledFaults(options)) queue_.push_back(fault);
   }
@@ -51,7 +56,7 @@ int64_t FaultInjector::Uniform(int64_t lo, int64_t hi) {
 
 bool FaultInjector::Due(FaultKind fault) const {
   if (queue_.empty() || queue_.front() != fault || step_ < next_due_step_) return false;
-  if (step_ + horizon_ + 3 >= total_steps_) return false;  // too late to see it through
+  if (step_ + horizon_ >= total_steps_) return false;  // too late to see it through
   for (const Open& open : opens_) {
     if (open.closed_step < 0) return false;  // one injection at a time keeps attribution exact
   }
@@ -81,8 +86,8 @@ Request* FaultInjector::PickDecodeVictim(Batch& batch, int64_t min_prefix, size_
     const Request& req = *row.req;
     const int64_t remaining = req.spec.max_new_tokens - static_cast<int64_t>(req.output.size());
     if (batch.kind != Batch::kDecode || !row.produces_token || row.prefix_len < min_prefix ||
-        remaining < horizon_ + 3 ||
-        req.seq_len() + horizon_ + 3 >= options_.max_context_len) {
+        remaining < kVictimMargin ||
+        req.seq_len() + kVictimMargin >= options_.max_context_len) {
       continue;
     }
     candidates.push_back(i);
@@ -116,6 +121,9 @@ void FaultInjector::BeforeForward(Engine& engine, Batch& batch, ForwardView& vie
       break;
     case FaultKind::kPositionSkip:
       if (Due(FaultKind::kPositionSkip)) InjectPositionSkip(batch, view);
+      break;
+    case FaultKind::kSwaLutStale:
+      if (Due(FaultKind::kSwaLutStale)) InjectSwaLutStale(engine, batch);
       break;
     default:
       break;  // the others act after the forward or at the sampler
@@ -179,12 +187,12 @@ bool FaultInjector::OnApiError(Engine&, const std::string& message) {
 void FaultInjector::InjectWrongStrideRead(Engine& engine, Batch& batch, ForwardView& view) {
   if (batch.kind != Batch::kDecode || batch.rows.size() < 2) return;
   for (const BatchRow& row : batch.rows) {
-    if (row.req->seq_len() + horizon_ + 3 >= options_.max_context_len) return;
+    if (row.req->seq_len() + kVictimMargin >= options_.max_context_len) return;
   }
   // Every row is a victim and will be aborted: none may finish (and hand its wrongly chained
   // records to the radix cache) before the quarantine.
   for (const BatchRow& row : batch.rows) {
-    const int64_t floor = static_cast<int64_t>(row.req->output.size()) + horizon_ + 3;
+    const int64_t floor = static_cast<int64_t>(row.req->output.size()) + kVictimMargin;
     row.req->spec.max_new_tokens = std::max(row.req->spec.max_new_tokens, floor);
   }
   const int64_t stale = options_.max_context_len;
@@ -243,13 +251,15 @@ void FaultInjector::InjectRealKvUnusedCache(Engine& engine) {
   MarkFlip(engine, open, slot);
 }
 
-void FaultInjector::InjectStaleSlotReuse(Engine& engine, Batch& batch) {
+void FaultInjector::InjectStaleSlotReuse(Engine&, Batch& batch) {
   Request* victim = PickDecodeVictim(batch, 3);
   if (victim == nullptr || victim->kv_len - 2 < victim->cached_len) return;
   // An owned slot (not the radix cache's), never the write seed.
   const int64_t pos = Uniform(victim->cached_len, victim->kv_len - 2);
   const int64_t slot = victim->slots[pos];
-  engine.allocator().Free({slot});  // the bug: freed while the request still reads it
+  // The bug: the slot is freed while the request still reads it. Freed at the end of the step
+  // (AfterStep), so it is on top of the LIFO free list when the next step allocates.
+  pending_free_slot_ = slot;
   std::ostringstream target;
   target << "req " << victim->spec.id << " pos " << pos << " slot " << slot
          << " freed while in use";
@@ -274,6 +284,27 @@ void FaultInjector::InjectPositionSkip(Batch& batch, ForwardView& view) {
   open.victims = {victim->spec.id};
   open.slots = {batch.rows[index].new_slots[0]};
   open.abort_victims = true;  // the record's position stays wrong
+}
+
+void FaultInjector::InjectSwaLutStale(Engine& engine, Batch& batch) {
+  SwaState* swa = engine.swa();
+  if (swa == nullptr) return;
+  Request* victim = PickDecodeVictim(batch, swa->window() + 2);
+  if (victim == nullptr) return;
+  // A position in the middle of the window: it stays verified for several more steps.
+  const int64_t window = swa->window();
+  const int64_t pos = victim->kv_len - window + Uniform(window / 4, (3 * window) / 4);
+  const int64_t full_slot = victim->slots[pos];
+  const int64_t swa_slot = swa->FreeKeepingStaleEntry(victim->spec.id, pos);
+  if (swa_slot < 0) return;
+  std::ostringstream target;
+  target << "req " << victim->spec.id << " pos " << pos << ": full slot " << full_slot
+         << " still maps to SWA slot " << swa_slot << " after it was freed";
+  Open& open = Start(FaultKind::kSwaLutStale, target.str());
+  open.victims = {victim->spec.id};
+  open.slots = {full_slot};
+  open.swa_slots = {swa_slot};
+  open.abort_victims = true;
 }
 
 void FaultInjector::AfterForward(Engine& engine, const Batch& batch) {
@@ -302,7 +333,7 @@ void FaultInjector::OnSampled(Engine&, const Batch& batch, std::vector<int64_t>&
     const Request& req = *row.req;
     const int64_t remaining = req.spec.max_new_tokens - static_cast<int64_t>(req.output.size());
     // Both victims must outlive the detection: their rows explain the write_token rows.
-    if (remaining >= horizon_ + 3 && req.seq_len() + horizon_ + 3 < options_.max_context_len) {
+    if (remaining >= kVictimMargin && req.seq_len() + kVictimMargin < options_.max_context_len) {
       candidates.emplace_back(k, row.req);
     }
     ++k;
@@ -355,8 +386,8 @@ void FaultInjector::BeforeAdmit(TransferPacket& packet) {
   // side's first write); the page after the dropped one then fails its chain check.
   if (!Due(FaultKind::kPdTransferDrop) || packet.num_pages < 3) return;
   const int64_t remaining = packet.spec.max_new_tokens - 1;
-  if (remaining < horizon_ + 3 ||
-      static_cast<int64_t>(packet.tokens.size()) + horizon_ + 3 >= options_.max_context_len) {
+  if (remaining < kVictimMargin ||
+      static_cast<int64_t>(packet.tokens.size()) + kVictimMargin >= options_.max_context_len) {
     return;
   }
   dropped_page_ = Uniform(1, packet.num_pages - 2);
@@ -383,7 +414,30 @@ void FaultInjector::AfterAdmit(Engine& engine, const TransferPacket& packet, Req
   open.abort_victims = true;
 }
 
-bool FaultInjector::Explains(Engine& engine, const Open& open, int64_t slot) const {
+bool FaultInjector::Explains(Engine& engine, const Open& open, int64_t slot, bool swa_tag) const {
+  if (swa_tag) {
+    // SWA rows name SWA-pool slots: map what the injection touched through the table.
+    SwaState* swa = engine.swa();
+    if (swa == nullptr) return false;
+    if (open.swa_slots.count(slot)) return true;
+    for (int64_t full : open.slots) {
+      if (full > 0 && full < options_.num_slots && swa->LastSwaSlotOf(full) == slot) return true;
+    }
+    for (int64_t id : open.victims) {
+      const Request* req = engine.FindRunning(id);
+      if (req == nullptr) continue;
+      for (int64_t full : req->slots) {
+        if (swa->LastSwaSlotOf(full) == slot) return true;
+      }
+      const int32_t* row = engine.table().HostRow(req->row);
+      for (int64_t pos = 0; pos < std::min<int64_t>(req->seq_len(), options_.max_context_len); ++pos) {
+        const int64_t full = row[pos];
+        if (full > 0 && full < options_.num_slots && swa->LastSwaSlotOf(full) == slot) return true;
+      }
+    }
+    if (open.content.has_value() && swa->SlotContent(slot) == *open.content) return true;
+    return false;
+  }
   if (open.slots.count(slot)) return true;
   if (open.content.has_value() && slot > 0 && slot < options_.num_slots &&
       engine.SlotContent(slot) == *open.content) {
@@ -398,11 +452,32 @@ bool FaultInjector::Explains(Engine& engine, const Open& open, int64_t slot) con
 
 void FaultInjector::AfterStep(Engine& engine, const std::vector<ReportedViolation>& violations,
                               std::vector<ObservedViolation>& false_positives) {
+  // SWA rows name SWA-pool slots, reported a step after the table mapped them: remember what the
+  // touched full slots map to while the injection is open.
+  if (SwaState* swa = engine.swa()) {
+    auto remember = [&](Open& open, int64_t full) {
+      if (full > 0 && full < options_.num_slots && swa->LastSwaSlotOf(full) > 0) {
+        open.swa_slots.insert(swa->LastSwaSlotOf(full));
+      }
+    };
+    for (Open& open : opens_) {
+      if (open.closed_step >= 0) continue;
+      for (int64_t full : open.slots) remember(open, full);
+      for (int64_t id : open.victims) {
+        const Request* req = engine.FindRunning(id);
+        if (req == nullptr) continue;
+        const int32_t* row = engine.table().HostRow(req->row);
+        const int64_t len = std::min<int64_t>(req->seq_len(), options_.max_context_len);
+        for (int64_t pos = 0; pos < len; ++pos) remember(open, row[pos]);
+      }
+    }
+  }
   for (const ReportedViolation& violation : violations) {
     bool explained = false;
     for (Open& open : opens_) {
       if (open.closed_step >= 0 && step_ - open.closed_step > kGraceSteps) continue;
-      if (!Explains(engine, open, violation.row.slot_idx)) continue;
+      const bool swa_tag = violation.row.kernel_kind >= 6 && violation.row.kernel_kind < 12;
+      if (!Explains(engine, open, violation.row.slot_idx, swa_tag)) continue;
       explained = true;
       Injection& injection = injections_[open.index];
       if (!injection.detected && open.closed_step < 0) {
@@ -438,6 +513,10 @@ void FaultInjector::AfterStep(Engine& engine, const std::vector<ReportedViolatio
   for (Open& open : opens_) {
     if (open.closed_step >= 0) continue;
     if (injections_[open.index].detected || step_ >= open.horizon_end) Close(engine, open);
+  }
+  if (pending_free_slot_ > 0) {
+    engine.allocator().Free({pending_free_slot_});
+    pending_free_slot_ = -1;
   }
   // A fault that finds no target for too long goes to the back of the queue.
   if (!queue_.empty() && step_ >= next_due_step_) {

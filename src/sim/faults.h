@@ -56,7 +56,8 @@ class FaultInjector : public EngineHooks {
   struct Open {
     size_t index = 0;                 // into injections_
     std::set<int64_t> victims;        // request ids whose rows it affects
-    std::set<int64_t> slots;          // slots it touched
+    std::set<int64_t> slots;          // slots it touched (full pool)
+    std::set<int64_t> swa_slots;      // SWA-pool slots it touched
     // Byte flips: the (token, position) whose KV bytes were flipped. The bytes travel through
     // the host tier, so any slot holding this content is explained (and repaired).
     std::optional<std::pair<int64_t, int64_t>> content;
@@ -70,7 +71,8 @@ class FaultInjector : public EngineHooks {
   // The fault due now, if any, and whether a new injection may open this step.
   bool Due(FaultKind fault) const;
   Open& Start(FaultKind fault, std::string target);
-  bool Explains(Engine& engine, const Open& open, int64_t slot) const;
+  // Whether a violation on `slot` (in the SWA pool's slot space for *_SWA tags) is explained.
+  bool Explains(Engine& engine, const Open& open, int64_t slot, bool swa_tag) const;
   // Records a byte flip of `slot`: its content explains violations, its repair is the undo.
   void MarkFlip(Engine& engine, Open& open, int64_t slot);
   void Close(Engine& engine, Open& open);
@@ -84,6 +86,7 @@ class FaultInjector : public EngineHooks {
   void InjectRealKvUnusedCache(Engine& engine);
   void InjectStaleSlotReuse(Engine& engine, Batch& batch);
   void InjectPositionSkip(Batch& batch, ForwardView& view);
+  void InjectSwaLutStale(Engine& engine, Batch& batch);
 
   SimOptions options_;
   std::mt19937_64 rng_;
@@ -97,7 +100,8 @@ class FaultInjector : public EngineHooks {
   std::vector<Injection> injections_;
   std::vector<Open> opens_;
   int64_t unexplained_mismatches_ = 0;
-  int64_t dropped_page_ = -1;  // the page BeforeAdmit dropped, until AfterAdmit
+  int64_t dropped_page_ = -1;
+  int64_t pending_free_slot_ = -1;  // stale_slot_reuse: freed at the end of the step  // the page BeforeAdmit dropped, until AfterAdmit
 };
 
 }  // namespace kvcanary::sim

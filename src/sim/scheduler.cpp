@@ -161,7 +161,8 @@ void Scheduler::SchedulePrefill(int64_t step, Batch& batch) {
 bool Scheduler::Admit(Request& req, int64_t step, std::string* why) {
   // The last prompt token is never matched: its forward must run to produce the first output.
   const std::vector<int64_t> key(req.tokens.begin(), req.tokens.end() - 1);
-  RadixCache::MatchResult match = cache_.MatchPrefix(key);
+  RadixCache::MatchResult match =
+      options_.reuse_prefix ? cache_.MatchPrefix(key) : RadixCache::MatchResult{};
   cache_.Lock(match.last_node);
   const auto resident = static_cast<int64_t>(match.slots.size());
   const int64_t need = KvTotal(req) - resident;

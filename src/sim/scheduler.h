@@ -63,6 +63,10 @@ struct SchedulerOptions {
   // PD prefill side: a request finishes once it produced its first token (the decode side takes
   // it from there), so it only ever needs its prompt's slots.
   bool prefill_only = false;
+  // Whether admission reuses cached prefixes. Off with SWA layers: the simulator's radix cache
+  // keeps no sliding-window KV for cached tokens (SGLang's SWA radix cache does), so a prompt
+  // is recomputed whole.
+  bool reuse_prefix = true;
 
   // Throws kvcanary::Error naming the first field that is not positive.
   void Validate() const;

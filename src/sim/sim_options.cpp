@@ -177,6 +177,17 @@ void ValidateTiers(const SimOptions& o) {
       Throw("--swa-slots ", o.swa_num_slots, " is too small: one request needs --swa-window ",
             o.swa_window, " + --chunk ", o.chunk_size, " slots plus the padding slot");
     }
+    // Worst step: every running request holds its window, and a prefill batch adds its budget.
+    const int64_t worst = o.max_running_reqs * (o.swa_window + 1) + o.prefill_token_budget + 1;
+    if (o.swa_num_slots < worst) {
+      Throw("--swa-slots ", o.swa_num_slots, " is too small for --max-running ",
+            o.max_running_reqs, " windows of ", o.swa_window, " plus a prefill budget of ",
+            o.prefill_token_budget, ": need at least ", worst);
+    }
+    if (o.host_tier || o.pd) {
+      Throw("--swa-window cannot be combined with --host-tier or --pd (the simulator's host tier "
+            "and PD transfer carry the full pool only)");
+    }
   }
   if (o.host_tier) RequireAtLeast("--host-slots", o.host_slots, 1);
 }
@@ -260,7 +271,7 @@ SimOptions ScenarioPreset(std::string_view name) {
     // full one, so SWA slots really leave the window and are reused.
     o.swa_window = 64;
     o.chunk_size = 64;
-    o.swa_num_slots = 2304;
+    o.swa_num_slots = 4096;
     return o;
   }
   if (name == "offload") {

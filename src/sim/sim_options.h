@@ -74,7 +74,7 @@ struct SimOptions {
 
   // --- hybrid sliding-window attention ---
   int64_t swa_window = 0;        // window W of the SWA layers; 0 = no SWA layers
-  int64_t swa_num_slots = 2304;  // slots of the SWA pool (slot 0 = padding); used when W > 0
+  int64_t swa_num_slots = 4096;  // slots of the SWA pool (slot 0 = padding); used when W > 0
 
   // --- host tier and prefill/decode disaggregation ---
   bool host_tier = false;     // back evicted radix nodes up to host memory, restore on a hit
