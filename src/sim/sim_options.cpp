@@ -275,12 +275,12 @@ SimOptions ScenarioPreset(std::string_view name) {
     return o;
   }
   if (name == "offload") {
-    // A device pool a quarter of the default with three times the shared prompts: the radix
+    // A device pool an eighth of the default with three times the shared prompts: the radix
     // cache evicts all the time, so restores from the host tier are frequent.
     o.host_tier = true;
     o.host_slots = 16384;
-    o.num_slots = 4096;
-    o.max_running_reqs = 16;
+    o.num_slots = 1280;
+    o.max_running_reqs = 12;
     o.num_system_prompts = 12;
     return o;
   }

@@ -38,6 +38,24 @@ TEST(RunScenario, DefaultDetectsEveryInjectedFaultClass) {
   EXPECT_GT(report.coverage.sweeps, 0);
 }
 
+// The other presets, shortened: each detects every fault class it enables.
+class ScenarioPresets : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(ScenarioPresets, DetectEveryInjectionWithoutFalsePositives) {
+  SimOptions options = ScenarioPreset(GetParam());
+  options.steps = 1200;
+  options.fault_rate = 2;
+  const ScenarioReport report = RunScenario(options, nullptr);
+  std::set<FaultKind> injected;
+  for (const Injection& injection : report.injections) injected.insert(injection.fault);
+  for (FaultKind fault : EnabledFaults(options)) {
+    EXPECT_TRUE(injected.count(fault)) << FaultName(fault) << " was never injected";
+  }
+  EXPECT_EQ(ExitCode({report}), 0) << Describe(report);
+}
+
+INSTANTIATE_TEST_SUITE_P(Sim, ScenarioPresets, ::testing::Values("swa", "offload", "pd"));
+
 TEST(RunScenario, CleanRunReportsNoViolation) {
   SimOptions options = ScenarioPreset("soak");
   options.steps = std::min<int64_t>(options.steps, 2000);

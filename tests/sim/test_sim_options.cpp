@@ -190,9 +190,23 @@ TEST(SimOptions, RejectsAnSwaPoolTooSmallForOneRequest) {
   o.swa_window = 64;
   o.chunk_size = 64;
   o.swa_num_slots = 128;
-  ExpectRejected(o, "--swa-slots 128 is too small");
-  o.swa_num_slots = 129;
+  ExpectRejected(o, "--swa-slots 128 is too small: one request needs --swa-window 64");
+  // Every running window plus a prefill budget must fit at once.
+  o.max_running_reqs = 4;
+  o.prefill_token_budget = 64;
+  o.swa_num_slots = 4 * 65 + 64;
+  ExpectRejected(o, "--swa-slots 324 is too small for --max-running 4 windows of 64");
+  o.swa_num_slots = 4 * 65 + 64 + 1;
   EXPECT_EQ(ValidationError(o), "");
+}
+
+TEST(SimOptions, RejectsSwaWithHostTierOrPd) {
+  SimOptions o = ScenarioPreset("swa");
+  o.host_tier = true;
+  ExpectRejected(o, "--swa-window cannot be combined with --host-tier or --pd");
+  o.host_tier = false;
+  o.pd = true;
+  ExpectRejected(o, "--swa-window cannot be combined with --host-tier or --pd");
 }
 
 TEST(SimOptions, RejectsAPoolTooSmallForOneFullContextRequest) {
