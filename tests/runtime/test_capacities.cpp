@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include "runtime/error_message.h"
+
 #include <optional>
 #include <string>
 
@@ -31,17 +33,6 @@ const CapacityVector kVectors[] = {
     // SGLang: verify 30; kvcanary lets the longest row fit (§17 R2).
     {100, 64, 10, 0, 0, 8192, std::nullopt, 64, 100, 8192},
 };
-
-template <typename Body>
-std::string ErrorMessage(Body body) {
-  try {
-    body();
-  } catch (const Error& error) {
-    return error.what();
-  }
-  ADD_FAILURE() << "no kvcanary::Error thrown";
-  return "";
-}
 
 TEST(Capacities, SpecVectors) {
   for (size_t i = 0; i < std::size(kVectors); ++i) {

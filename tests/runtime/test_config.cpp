@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include "runtime/error_message.h"
+
 #include <map>
 #include <string>
 
@@ -16,18 +18,6 @@ EnvLookup MapEnv(std::map<std::string, std::string> values) {
     if (it == values.end()) return std::nullopt;
     return it->second;
   };
-}
-
-// Runs `body`, requires it to throw kvcanary::Error, and returns the message.
-template <typename Body>
-std::string ErrorMessage(Body body) {
-  try {
-    body();
-  } catch (const Error& error) {
-    return error.what();
-  }
-  ADD_FAILURE() << "no kvcanary::Error thrown";
-  return "";
 }
 
 TEST(Config, ModeAcceptsTrimmedCaseInsensitiveValues) {

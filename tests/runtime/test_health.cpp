@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include "runtime/error_message.h"
+
 #include <string>
 
 #include "kvcanary/error.h"
@@ -17,17 +19,6 @@ constexpr int kHeadKFull = 0, kHeadVFull = 1, kTailKFull = 2, kTailVFull = 3, kS
 // The six endpoints of an MHA pool's FULL group (§3.3).
 std::vector<int> MhaFullTags() {
   return {kHeadKFull, kHeadVFull, kTailKFull, kTailVFull, kSweepKFull, kSweepVFull};
-}
-
-template <typename Body>
-std::string ErrorMessage(Body body) {
-  try {
-    body();
-  } catch (const Error& error) {
-    return error.what();
-  }
-  ADD_FAILURE() << "no kvcanary::Error thrown";
-  return "";
 }
 
 TEST(Health, StagesEveryHundredStepsAfterWarmUp) {

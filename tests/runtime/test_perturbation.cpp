@@ -2,6 +2,8 @@
 // the §18 vectors, and each perturbation caught end to end by the detection path §12 names.
 #include <gtest/gtest.h>
 
+#include "runtime/error_message.h"
+
 #include <algorithm>
 #include <string>
 #include <vector>
@@ -17,18 +19,6 @@ namespace {
 using testing::CapturingLog;
 using testing::FakeEngine;
 using testing::FakeEngineOptions;
-
-// Runs `body`, requires it to throw kvcanary::Error, and returns the message.
-template <typename Body>
-std::string ErrorMessage(Body body) {
-  try {
-    body();
-  } catch (const Error& error) {
-    return error.what();
-  }
-  ADD_FAILURE() << "no kvcanary::Error thrown";
-  return "";
-}
 
 struct Recorder {
   std::vector<ViolationRow> rows;
