@@ -116,6 +116,13 @@ class CanaryManager::Impl {
   void LogStats();
   void TickOverflowWarner(ForwardState& forward);
   int64_t CountDeviceBytes() const;
+  int64_t RecordBytes() const;
+  // The violation ring, write index, counters and flags: state, not per-step workspace.
+  int64_t StateBytes() const {
+    return ring_.bytes() + write_index_.bytes() + kernel_counters_.bytes() +
+           slot_counters_.bytes() + chain_assert_flag_.bytes();
+  }
+  Capacities WithinWorkspaceBudget(Capacities capacities, int64_t max_seq_len) const;
   MetricsSnapshot Snapshot() const;
 
   // canary_sweep.cpp

@@ -114,6 +114,7 @@ CanaryManager::Impl::Impl(const Config& config, const InstallArgs& args)
   std::sort(groups_.begin(), groups_.end(), [](const GroupState& a, const GroupState& b) {
     return a.spec.kind < b.spec.kind;
   });
+  if (!args.capacities.has_value()) capacities_ = WithinWorkspaceBudget(capacities_, width);
 
   // Endpoints (§3.3): HEAD, TAIL and SWEEP per half; V omitted without a V half.
   for (const GroupState& group : groups_) {
@@ -195,9 +196,37 @@ CanaryManager::Impl::Impl(const Config& config, const InstallArgs& args)
        << " launch_capacities=(verify=" << verify_cap << ", write_req=" << req_cap
        << ", write_entry=" << entry_cap << ") n_buffer_groups=" << groups_.size()
        << " buffer_group_kinds=" << kinds.str() << " swa_window_size=" << args.swa_window_size
-       << " active_tags=" << TagList(active_tags_) << " device_bytes=" << device_bytes_;
+       << " active_tags=" << TagList(active_tags_) << " device_bytes=" << device_bytes_
+       << " (records " << RecordBytes() << ", ring and counters " << StateBytes()
+       << ", workspace " << device_bytes_ - RecordBytes() - StateBytes() << ")";
   std::string text = line.str();
   Log(LogLevel::kInfo, text);
+}
+
+Capacities CanaryManager::Impl::WithinWorkspaceBudget(Capacities capacities,
+                                                      int64_t max_seq_len) const {
+  // The memory rule wins over §3.5's 3 x pool_slot_count: the per-step workspace stays
+  // below 10% of the record memory. Split verification (§4.8) makes any capacity that holds the
+  // longest row safe, so only that lower bound is kept.
+  int64_t record_bytes = 0;
+  for (const GroupState& group : groups_) {
+    record_bytes += (group.has_v ? 4 : 2) * kCanarySlotBytes * group.spec.num_slots;
+  }
+  const int num_groups = static_cast<int>(groups_.size());
+  const int64_t forwards = args_.num_inner_forwards;
+  auto workspace = [&](int64_t verify_capacity) {
+    Capacities trial = capacities;
+    trial.verify_capacity = verify_capacity;
+    // Per inner forward, plus the sweep's staging of three int64 arrays per entry.
+    return forwards * ForwardWorkspaceBytes(trial, num_groups) + 24 * verify_capacity;
+  };
+  const int64_t floor = std::max<int64_t>(max_seq_len, 1);
+  const int64_t budget = record_bytes / 10;
+  const int64_t per_entry = forwards * num_groups * 32 + 24;
+  int64_t fitting = floor;
+  if (workspace(floor) < budget) fitting = floor + (budget - workspace(floor)) / per_entry;
+  capacities.verify_capacity = std::min(capacities.verify_capacity, std::max(fitting, floor));
+  return capacities;
 }
 
 TensorView CanaryManager::Impl::CounterView(const DeviceBuffer& counters, int tag) const {

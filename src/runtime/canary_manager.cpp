@@ -70,6 +70,16 @@ std::vector<int> CanaryManager::active_tags() const { return impl_->active_tags_
 MetricsSnapshot CanaryManager::Metrics() const { return impl_->Snapshot(); }
 std::string CanaryManager::PrometheusText() const { return FormatPrometheus(impl_->Snapshot()); }
 
+int64_t CanaryManager::Impl::RecordBytes() const {
+  int64_t total = 0;
+  for (const GroupState& group : groups_) {
+    for (const DeviceBuffer& buffer : group.buffers) total += buffer.bytes();
+  }
+  return total;
+}
+
+int64_t CanaryManager::record_bytes() const { return impl_->RecordBytes(); }
+
 int64_t CanaryManager::Impl::CountDeviceBytes() const {
   int64_t total = ring_.bytes() + write_index_.bytes() + kernel_counters_.bytes() +
                   slot_counters_.bytes() + chain_assert_flag_.bytes() +

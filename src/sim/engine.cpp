@@ -264,8 +264,9 @@ bool Engine::Step(int64_t step, EngineHooks& hooks) {
   DescribeForward(batch, view, input);
   if (canary_) {
     timed([&] {
-      canary_->BeginStep(input);
+      // The plan op may refuse the forward in phase 1 (split verification plans there) or 2.
       try {
+        canary_->BeginStep(input);
         canary_->PreForward(0);
       } catch (const Error& error) {
         if (!hooks.OnApiError(*this, error.what())) throw;

@@ -203,6 +203,22 @@ TEST(CanaryManager, UnwritableIncidentFileWarnsAndKeepsReporting) {
   EXPECT_TRUE(engine.log.Contains("WARNING kv_canary violation: launch_tag="));
 }
 
+TEST(CanaryManager, WorkspaceStaysBelowTenPercentOfTheRecords) {
+  // SGLang sizes the verify plan at 3 x pool slots (75% of MHA record memory); kvcanary caps the
+  // per-step workspace at 10% of the records and verifies in chunks when a step needs more.
+  FakeEngineOptions options = LogOptions();
+  options.num_slots = 200000;
+  FakeEngine engine(options);
+  const int64_t records = engine.canary->record_bytes();
+  EXPECT_EQ(records, 4 * 32 * 200000);
+  const int64_t state = 1024 * 64 + 4 + 2 * 8 * 12 + 4;  // ring, write index, counters, flag
+  const int64_t workspace = engine.canary->device_bytes() - records - state;
+  EXPECT_GT(workspace, 0);
+  EXPECT_LT(workspace, records / 10);
+  EXPECT_LT(engine.canary->capacities().verify_capacity, 3 * 200000);
+  EXPECT_GE(engine.canary->capacities().verify_capacity, 128);  // the longest row still fits
+}
+
 TEST(CanaryManager, PhaseOrderIsChecked) {
   FakeEngine engine(LogOptions());
   EXPECT_THROW(engine.canary->PreForward(0), Error);

@@ -204,6 +204,10 @@ class CanaryManager {
 
   // Every device byte the runtime allocated (§3.2), stated in the install log line.
   int64_t device_bytes() const;
+  // Of those, the canary records; the rest (plans, staging, ring, counters) is workspace, kept
+  // below 10% of the records by shrinking the verify capacity (split verification keeps every
+  // entry checked).
+  int64_t record_bytes() const;
   const Capacities& capacities() const;
   int64_t outer_step() const;
   int64_t sweep_passes() const;
