@@ -187,6 +187,14 @@ class CanaryManager::Impl {
   ViolationListener listener_;
   std::array<int64_t, kNumLaunchTags> violations_by_tag_{};
 
+  // The all-reduced violation signal (§16).
+  void PumpRankSignal();
+  SingleRankReducer single_rank_;
+  ViolationSignalReducer* signal_reducer_ = nullptr;
+  DeviceBuffer signal_value_;  // [1] int32: the write index, then its max over the ranks
+  std::unique_ptr<DelayedRead> signal_read_;
+  bool other_rank_reported_ = false;
+
   // Health (§7) and metrics.
   std::unique_ptr<HealthChecker> health_;
   int64_t health_checks_ = 0;

@@ -175,6 +175,11 @@ CanaryManager::Impl::Impl(const Config& config, const InstallArgs& args)
   sweep_walk_ = Int64Buffer(device_, 3 * verify_cap);
 
   pump_read_ = std::make_unique<DelayedRead>(device_, 4);
+  if (config.allreduce_violation_signal) {
+    signal_reducer_ = args.signal_reducer != nullptr ? args.signal_reducer : &single_rank_;
+    signal_value_ = DeviceBuffer(device_, 4);
+    signal_read_ = std::make_unique<DelayedRead>(device_, 4);
+  }
   health_read_ = std::make_unique<DelayedRead>(device_, 8 * kNumLaunchTags);
   stats_staging_ = DeviceBuffer(device_, 8 * 2 * kNumLaunchTags + 8);
   stats_read_ = std::make_unique<DelayedRead>(device_, 8 * 2 * kNumLaunchTags + 8);

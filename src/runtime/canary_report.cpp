@@ -20,6 +20,29 @@ constexpr int64_t kStatsWriteIndexOffset = 16 * kNumLaunchTags;
 
 }  // namespace
 
+void CanaryManager::Impl::PumpRankSignal() {
+  if (signal_read_ == nullptr) return;
+  if (const void* staged = signal_read_->Take()) {
+    int32_t global = 0;
+    std::memcpy(&global, staged, 4);
+    // This rank's own rows are the pump's business; here only "someone else saw one" matters.
+    if (global > 0 && last_write_index_ == 0 && last_logged_ == 0 && !other_rank_reported_) {
+      other_rank_reported_ = true;
+      const std::string message =
+          "kv-canary: violation reported by another rank (all-reduced violation signal) at step=" +
+          std::to_string(outer_step_);
+      if (config_.mode == Mode::kRaise && !raised_) {
+        raised_ = true;
+        throw ViolationError(message);
+      }
+      Log(LogLevel::kWarning, message);
+    }
+  }
+  CopyBytesAsync(signal_value_.data(), write_index_.data(), 4, device_, stream_);
+  signal_reducer_->AllReduceMax(signal_value_.View(DType::kInt32, {1}), stream_);
+  signal_read_->Stage(signal_value_.data(), stream_);
+}
+
 void CanaryManager::Impl::PumpViolations() {
   if (const void* staged = pump_read_->Take()) {
     int32_t write_index = 0;

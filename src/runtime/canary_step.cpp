@@ -232,6 +232,7 @@ void CanaryManager::Impl::EndStep() {
   MaybeSweep();
   outer_step_ += 1;
   PumpViolations();
+  PumpRankSignal();
   CheckHealth();
   LogStats();
 }

@@ -29,6 +29,7 @@
 #include "kvcanary/runtime/log.h"
 #include "kvcanary/runtime/metrics.h"
 #include "kvcanary/runtime/radix_view.h"
+#include "kvcanary/runtime/rank_signal.h"
 #include "kvcanary/runtime/violation_format.h"
 #include "kvcanary/tensor.h"
 
@@ -68,6 +69,9 @@ struct InstallArgs {
   // Replaces the §3.5 capacities (tests force small plans to exercise split verification).
   std::optional<Capacities> capacities;
   LogSink* log = nullptr;  // defaults to StderrLogSink()
+  // Config::allreduce_violation_signal: how ranks share the error flag (§16). Null = one rank.
+  // Must outlive the runtime.
+  ViolationSignalReducer* signal_reducer = nullptr;
   // Fault injection (§12), testing only: any probability > 0 installs the perturber.
   PerturbConfig perturb;
 };
