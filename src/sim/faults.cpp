@@ -531,6 +531,8 @@ void FaultInjector::AfterStep(Engine& engine, const std::vector<ReportedViolatio
 
 void FaultInjector::Close(Engine& engine, Open& open) {
   open.closed_step = step_;
+  // The report lists what the injection touched (full-pool slots).
+  injections_[open.index].slots.assign(open.slots.begin(), open.slots.end());
   if (open.undo) open.undo(engine);
   if (!open.abort_victims) return;
   for (int64_t id : open.victims) {

@@ -100,8 +100,8 @@ class FaultInjector : public EngineHooks {
   std::vector<Injection> injections_;
   std::vector<Open> opens_;
   int64_t unexplained_mismatches_ = 0;
-  int64_t dropped_page_ = -1;
-  int64_t pending_free_slot_ = -1;  // stale_slot_reuse: freed at the end of the step  // the page BeforeAdmit dropped, until AfterAdmit
+  int64_t dropped_page_ = -1;       // the page BeforeAdmit dropped, until AfterAdmit
+  int64_t pending_free_slot_ = -1;  // stale_slot_reuse: freed at the end of the step
 };
 
 }  // namespace kvcanary::sim

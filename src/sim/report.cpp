@@ -180,7 +180,8 @@ void PrintReport(std::ostream& out, const ScenarioReport& report) {
       << " steps/s, " << Format("%.0f", s.tokens_per_s) << " tokens/s, canary share "
       << Percent(s.canary_share) << " of step time\n";
   out << "violations: " << report.violations_total
-      << " reported; oracle mismatches: " << report.oracle_mismatches_total << "\n\n";
+      << " reported; oracle mismatches: " << report.oracle_mismatches_total << " ("
+      << report.oracle_mismatches_unexplained << " not explained by an injection)\n\n";
   PrintVerdict(out, report);
 }
 

@@ -64,6 +64,7 @@ Json ScenarioJson(const ScenarioReport& report) {
   }
   json["violations_total"] = report.violations_total;
   json["oracle_mismatches_total"] = report.oracle_mismatches_total;
+  json["oracle_mismatches_unexplained"] = report.oracle_mismatches_unexplained;
   const Coverage& c = report.coverage;
   json["coverage"] = {{"steps", c.steps},
                       {"requests", c.requests},

@@ -16,7 +16,8 @@ namespace kvcanary::sim {
 // settings, "faults" (the per-class rows: fault, injected, detected, undetected, latency_median,
 // latency_max, outputs_corrupted, corrupted_before_detection; latencies null when nothing was
 // detected), "injections", "false_positives", "undetected", "violations_total",
-// "oracle_mismatches_total", "coverage", "speed" and "passed". Keys keep this order.
+// "oracle_mismatches_total", "oracle_mismatches_unexplained", "coverage", "speed" and
+// "passed". Keys keep this order.
 nlohmann::ordered_json ReportToJson(const std::vector<ScenarioReport>& reports);
 
 // ReportToJson, indented by 2, and a newline.

@@ -162,6 +162,7 @@ ScenarioReport RunScenario(const SimOptions& options, const ProgressFn& progress
 
   report.injections = injector.injections();
   report.oracle_mismatches_total = engine.stats().oracle_mismatches;
+  report.oracle_mismatches_unexplained = injector.unexplained_mismatches();
   report.coverage.steps = engine.stats().steps;
   report.coverage.requests = finished;
   report.coverage.tokens_generated = engine.stats().tokens_generated;

@@ -157,7 +157,8 @@ void ValidateWorkload(const SimOptions& o) {
   // nowhere to go: the longest one must fit the context.
   const int64_t system = o.num_system_prompts > 0 ? o.system_prompt_len_max : 0;
   const int64_t longest = system + o.user_turn_len_max + o.max_new_tokens_max;
-  if (longest > o.max_context_len) {
+  // The workload also needs the context strictly longer (a finished turn feeds a token back).
+  if (longest >= o.max_context_len) {
     Throw("--context ", o.max_context_len, " is too small for the workload: a first turn may need ",
           longest, " tokens (system prompt ", system, " + user turn ", o.user_turn_len_max,
           " + output ", o.max_new_tokens_max, ")");

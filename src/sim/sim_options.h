@@ -62,7 +62,7 @@ struct SimOptions {
   int64_t vocab_size = 32000;          // the oracle model's vocabulary
 
   // --- the workload (seeded; shared system prompts and follow-ups make prefix sharing heavy) ---
-  int64_t num_system_prompts = 4;      // distinct shared system prompts; 0 = none
+  int64_t num_system_prompts = 4;      // distinct shared system prompts (at least 1 is used)
   int64_t system_prompt_len_min = 32;  // tokens of a system prompt, [min, max]
   int64_t system_prompt_len_max = 96;
   int64_t user_turn_len_min = 8;  // tokens of one user turn, [min, max]

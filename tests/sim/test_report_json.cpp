@@ -33,6 +33,7 @@ ScenarioReport FailingReport() {
   report.false_positives.push_back({7, 2, 99, 13, 0x10, "WARNING line"});
   report.violations_total = 3;
   report.oracle_mismatches_total = 2;
+  report.oracle_mismatches_unexplained = 1;
   report.coverage = {100, 10, 200, 3000, 12, 0.5};
   report.speed = {1.5, 66.7, 133.3, 0.2};
   return report;
@@ -74,6 +75,7 @@ TEST(ReportJson, CarriesRowsVerdictAndLists) {
   EXPECT_EQ(s["speed"]["canary_share"], 0.2);
   EXPECT_EQ(s["violations_total"], 3);
   EXPECT_EQ(s["oracle_mismatches_total"], 2);
+  EXPECT_EQ(s["oracle_mismatches_unexplained"], 1);
   EXPECT_EQ(s["passed"], false);
 }
 
@@ -96,6 +98,7 @@ TEST(ReportJson, WrittenTextParsesBackToTheSameDocument) {
                                          "undetected",
                                          "violations_total",
                                          "oracle_mismatches_total",
+                                         "oracle_mismatches_unexplained",
                                          "coverage",
                                          "speed",
                                          "passed"};

@@ -34,6 +34,8 @@ TEST(RunScenario, DefaultDetectsEveryInjectedFaultClass) {
   }
   EXPECT_TRUE(report.false_positives.empty()) << Describe(report);
   EXPECT_EQ(ExitCode({report}), 0) << Describe(report);
+  EXPECT_EQ(report.oracle_mismatches_unexplained, 0);
+  EXPECT_GT(report.oracle_mismatches_total, 0) << "the faults changed no output";
   EXPECT_GT(report.coverage.protected_tokens, 0);
   EXPECT_GT(report.coverage.sweeps, 0);
 }
