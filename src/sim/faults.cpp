@@ -512,7 +512,11 @@ void FaultInjector::AfterStep(Engine& engine, const std::vector<ReportedViolatio
   }
   for (Open& open : opens_) {
     if (open.closed_step >= 0) continue;
-    if (injections_[open.index].detected || step_ >= open.horizon_end) Close(engine, open);
+    if (injections_[open.index].detected || step_ >= open.horizon_end) {
+      Close(engine, open);
+    } else {
+      KeepVictimsRunning(engine, open);
+    }
   }
   if (pending_free_slot_ > 0) {
     engine.allocator().Free({pending_free_slot_});
@@ -526,6 +530,17 @@ void FaultInjector::AfterStep(Engine& engine, const std::vector<ReportedViolatio
       std::rotate(queue_.begin(), queue_.begin() + 1, queue_.end());
       stuck_steps_ = 0;
     }
+  }
+}
+
+void FaultInjector::KeepVictimsRunning(Engine& engine, const Open& open) {
+  // A victim that finished before its quarantine would hand damaged records to the radix cache,
+  // where they would show up later as violations no open injection explains.
+  for (int64_t id : open.victims) {
+    Request* req = engine.FindRunning(id);
+    if (req == nullptr) continue;
+    const int64_t floor = static_cast<int64_t>(req->output.size()) + 3;
+    req->spec.max_new_tokens = std::max(req->spec.max_new_tokens, floor);
   }
 }
 

@@ -76,6 +76,7 @@ class FaultInjector : public EngineHooks {
   // Records a byte flip of `slot`: its content explains violations, its repair is the undo.
   void MarkFlip(Engine& engine, Open& open, int64_t slot);
   void Close(Engine& engine, Open& open);
+  void KeepVictimsRunning(Engine& engine, const Open& open);
   Request* PickDecodeVictim(Batch& batch, int64_t min_prefix, size_t* row_index = nullptr);
   int64_t Uniform(int64_t lo, int64_t hi);  // [lo, hi]
 

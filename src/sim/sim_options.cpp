@@ -268,10 +268,10 @@ SimOptions ScenarioPreset(std::string_view name) {
   o.scenario = std::string(name);
   if (name == "default") return o;
   if (name == "swa") {
-    // Smaller chunks keep window + chunk per request small enough for a pool about half the
-    // full one, so SWA slots really leave the window and are reused.
+    // A window much shorter than the prompts, so SWA slots really leave the window and are
+    // reused. Chunks stay at the default 256: a prompt then prefills in one step and decodes are
+    // not starved (the simulator does not mix prefill and decode rows in one batch).
     o.swa_window = 64;
-    o.chunk_size = 64;
     o.swa_num_slots = 4096;
     return o;
   }
