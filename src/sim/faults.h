@@ -53,6 +53,10 @@ class FaultInjector : public EngineHooks {
   int64_t unexplained_mismatches() const { return unexplained_mismatches_; }
 
  private:
+  // Tokens a victim must still have to generate: it must outlive its detection (a victim only
+  // advances when it is in a batch, so this counts its own forwards, not wall steps).
+  static constexpr int64_t kVictimMargin = 12;
+
   struct Open {
     size_t index = 0;                 // into injections_
     std::set<int64_t> victims;        // request ids whose rows it affects
