@@ -1,9 +1,16 @@
 #!/usr/bin/env bash
 # The whole GPU run, in one command on a machine with an NVIDIA GPU (the H200 of the device tool):
 # build with the CUDA backend, run the CPU suite, the GPU suite (differential tests, vectors, graph
-# replay), compute-sanitizer memcheck and racecheck, and the CUDA bench. Logs go to OUT_DIR.
+# replay), the runtime suite (its CUDA tests: the step protocol on CUDA tensors and graph replay of
+# phases 2-3) and the simulator's unit tests, compute-sanitizer memcheck and racecheck, the CUDA
+# bench, and the simulator's default and offload scenarios on cuda and cpu, compared. Logs go to
+# OUT_DIR.
 #
 #   bash scripts/gpu_run.sh [OUT_DIR]        (default: $OUT, else /tmp/kvcanary-gpu)
+#   GPU_RUN_PACK=1 bash scripts/gpu_run.sh "$OUT"   (logs and JSON packed into OUT_DIR/gpu_run.tar.gz,
+#                                                  for a transfer that takes few files)
+#   GPU_RUN_SKIP="bench racecheck" ...           (steps to skip, by name, when device time is short)
+#   GPU_RUN_SCENARIOS="default swa" ...          (simulator scenarios; default: default swa offload)
 #
 # The GPU machine has no GoogleTest, CLI11 or nlohmann-json packages: `bash scripts/gpu_carry.sh`
 # copies Debian's sources/headers into .carry/ (git-ignored) here, and the device call carries it.
@@ -12,25 +19,64 @@ cd "$(dirname "$0")/.."
 out=${1:-${OUT:-/tmp/kvcanary-gpu}}
 mkdir -p "$out"
 status=0
+results=()
 step() {  # step NAME COMMAND...: runs, logs to $out/NAME.log, records failure, prints a line
   local name=$1; shift
-  local start=$SECONDS
-  if "$@" >"$out/$name.log" 2>&1; then
-    echo "PASS  $name ($((SECONDS - start)) s)"
-  else
-    echo "FAIL  $name ($((SECONDS - start)) s): see $name.log"; tail -n 30 "$out/$name.log"; status=1
+  local start=$SECONDS line
+  if [[ " ${GPU_RUN_SKIP:-} " == *" $name "* ]]; then
+    results+=("SKIP  $name"); echo "SKIP  $name"; return
   fi
+  if "$@" >"$out/$name.log" 2>&1; then
+    line="PASS  $name ($((SECONDS - start)) s)"
+    echo "$line"
+  else
+    line="FAIL  $name ($((SECONDS - start)) s): see $name.log"
+    echo "$line"; tail -n 30 "$out/$name.log"; status=1
+  fi
+  results+=("$line")
+}
+# sim_compare CPU_JSON CUDA_JSON: the two reports agree on everything but the device and timings.
+sim_compare() {
+  python3 - "$1" "$2" <<'PY'
+import json, sys
+def load(path):
+    report = json.load(open(path))
+    for scenario in report["scenarios"]:
+        scenario.pop("device", None)
+        scenario.pop("speed", None)
+    return report
+cpu, cuda = load(sys.argv[1]), load(sys.argv[2])
+if cpu != cuda:
+    for a, b in zip(cpu["scenarios"], cuda["scenarios"]):
+        for key in sorted(set(a) | set(b)):
+            if a.get(key) != b.get(key):
+                print(f"{a.get('scenario')}: '{key}' differs:\n  cpu:  {str(a.get(key))[:400]}"
+                      f"\n  cuda: {str(b.get(key))[:400]}")
+    sys.exit(1)
+print(f"{sys.argv[1]} and {sys.argv[2]} agree (device and speed aside)")
+PY
 }
 
 nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm --format=csv \
   >"$out/gpu.txt" 2>&1
 cat "$out/gpu.txt"
+# The machine's own python3 (with torch) and pip's pybind11 build the binding, when both are there.
+python_args=()
+if pybind11_dir=$(python3 -m pybind11 --cmakedir 2>/dev/null); then
+  python_args=(-DPython3_EXECUTABLE="$(command -v python3)" -Dpybind11_DIR="$pybind11_dir")
+fi
 step configure cmake -S . -B build/gpu -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-  -DKVC_ENABLE_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 \
+  -DKVC_ENABLE_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 "${python_args[@]}" \
   -DKVC_GTEST_SOURCE_DIR="$PWD/.carry/googletest" -DKVC_THIRD_PARTY_INCLUDE="$PWD/.carry/include"
 step build cmake --build build/gpu -j "$(nproc)"
 step cpu_tests ./build/gpu/tests/kvcanary_tests --gtest_brief=1
 step gpu_tests ./build/gpu/tests/gpu/kvcanary_gpu_tests
+step runtime_tests ./build/gpu/tests/runtime/kvcanary_runtime_tests --gtest_brief=1
+step sim_tests ./build/gpu/tests/sim/kvcanary_sim_tests --gtest_brief=1
+# The Python binding on CUDA tensors (and torch.cuda.CUDAGraph capture), when it was built.
+if [[ -d build/gpu/python/kvcanary ]]; then
+  step python_tests env PYTHONPATH="$PWD/build/gpu/python" python3 -m pytest python/tests -q
+fi
 # The sanitizers slow kernels 10-100x: memcheck takes the whole suite, racecheck (shared-memory
 # hazards: the write and plan-offsets kernels) the vectors, graphs, strides and a few sweep cases.
 step memcheck timeout 400 compute-sanitizer --tool memcheck --error-exitcode 1 \
@@ -38,9 +84,27 @@ step memcheck timeout 400 compute-sanitizer --tool memcheck --error-exitcode 1 \
 step racecheck timeout 300 compute-sanitizer --tool racecheck --error-exitcode 1 \
   ./build/gpu/tests/gpu/kvcanary_gpu_tests --gtest_brief=1 \
   --gtest_filter="${RACECHECK_FILTER:-*Vector*:*Graph*:*Stride*:*Scatter*:*PlanStages*:*Bs1Shape0*:*Bs33*Variant1}"
+# The runtime on CUDA tensors: pinned mirrors, async copies, a captured graph with a memcpy node.
+step runtime_memcheck timeout 300 compute-sanitizer --tool memcheck --error-exitcode 1 \
+  ./build/gpu/tests/runtime/kvcanary_runtime_tests --gtest_brief=1 --gtest_filter='*Cuda*'
 if [[ -x build/gpu/cli/kvcanary ]]; then
   step bench ./build/gpu/cli/kvcanary bench --device cuda --suite standard --json "$out/bench_cuda.json"
-  cat "$out/bench.log"
+  [[ -f "$out/bench.log" ]] && cat "$out/bench.log"
+  # The simulator's scenarios on the GPU, and on the CPU for comparison (same seed: same report).
+  for scenario in ${GPU_RUN_SCENARIOS:-default swa offload}; do
+    for device in cuda cpu; do
+      args=(sim --device "$device" --progress off --json "$out/sim_${scenario}_${device}.json")
+      [[ $scenario == default ]] || args+=(--scenario "$scenario")
+      step "sim_${scenario}_${device}" ./build/gpu/cli/kvcanary "${args[@]}"
+    done
+    step "sim_${scenario}_compare" sim_compare "$out/sim_${scenario}_cpu.json" \
+      "$out/sim_${scenario}_cuda.json"
+  done
 fi
-echo; grep -hE '^\[  (PASSED|FAILED)|tests? (ran|passed)|ERROR SUMMARY|RACECHECK SUMMARY' "$out"/*.log
+echo; (cd "$out" && grep -HE '^\[  (PASSED|FAILED)|tests? (ran|passed)|ERROR SUMMARY|RACECHECK SUMMARY|^(PASS|FAIL): ' ./*.log)
+echo; printf '%s\n' "${results[@]}"
+if [[ ${GPU_RUN_PACK:-0} == 1 ]]; then
+  (cd "$out" && tar czf gpu_run.tar.gz --exclude=gpu_run.tar.gz -- * && \
+    find . -maxdepth 1 -type f ! -name gpu_run.tar.gz -delete)
+fi
 exit $status

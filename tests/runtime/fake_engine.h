@@ -1,8 +1,15 @@
 // A minimal engine for the runtime's integration tests: a slot pool with one layer of real K and
 // V bytes, a req_to_token table, requests that prefill then decode, and the four-phase canary
-// protocol around each forward. Everything lives on the CPU; a test corrupts its state directly.
+// protocol around each forward. A test corrupts its state directly.
+//
+// On the CPU every buffer is the one the runtime reads. On a CUDA device the engine keeps a pinned
+// host mirror of the pool, the table and the batch columns: the host computes on the mirror and
+// copies what it changed to the device buffers on its own stream (CopyBytesAsync on an
+// OwnedStream), the way an engine's scheduler fills its static buffers. The host mirrors are the
+// engine's view; a runtime perturbation that edits device memory is not copied back.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <memory>
@@ -39,33 +46,87 @@ struct FakeEngineOptions {
   Config config;
   std::optional<Capacities> capacities;
   PerturbConfig perturb;
+  Device device = Device::CPU();
+  bool graph_capture = false;  // InstallArgs::graph_capture (CUDA only)
+  int64_t cuda_graph_max_bs = 0;
+  ViolationSignalReducer* signal_reducer = nullptr;  // InstallArgs::signal_reducer
+};
+
+// Bytes the runtime reads on the engine's device, with the host copy the engine edits. On the
+// CPU both are the same memory and Upload does nothing.
+class MirroredBuffer {
+ public:
+  MirroredBuffer(Device device, int64_t bytes) : device_(device), on_device_(device, bytes) {
+    if (mirrored()) host_ = DeviceBuffer(Device::CPU(), bytes, /*pinned=*/true);
+  }
+  bool mirrored() const { return device_.type == DeviceType::kCUDA; }
+  template <typename T>
+  T* host() const {
+    return (mirrored() ? host_ : on_device_).data_as<T>();
+  }
+  const DeviceBuffer& device_buffer() const { return on_device_; }
+  // Enqueues host bytes [offset, offset + bytes) -> device on `stream`.
+  void Upload(int64_t offset, int64_t bytes, StreamHandle stream) const {
+    if (!mirrored() || bytes <= 0) return;
+    CopyBytesAsync(on_device_.data_as<char>() + offset, host_.data_as<char>() + offset, bytes,
+                   device_, stream);
+  }
+  void UploadAll(StreamHandle stream) const { Upload(0, on_device_.bytes(), stream); }
+
+ private:
+  Device device_;
+  DeviceBuffer on_device_;
+  DeviceBuffer host_;
+};
+
+// One step as the engine scheduled it: the canary's step input and the tokens it writes.
+struct PreparedStep {
+  StepInput input;
+  std::vector<int64_t> slots;      // out_cache_loc of the live tokens
+  std::vector<int64_t> ids;
+  std::vector<int64_t> positions;
 };
 
 class FakeEngine {
  public:
   explicit FakeEngine(FakeEngineOptions options)
       : options_(options),
-        k_(Device::CPU(), options.num_slots * options.bytes_per_token),
-        v_(Device::CPU(), options.num_slots * options.bytes_per_token),
-        table_(Device::CPU(), (options.max_reqs + 1) * options.max_context * 4),
-        batch_(Device::CPU(), 6 * 8 * kMaxTokens) {
+        stream_(options.device),
+        k_(options.device, options.num_slots * options.bytes_per_token),
+        v_(options.device, options.num_slots * options.bytes_per_token),
+        table_(options.device, (options.max_reqs + 1) * options.max_context * 4),
+        batch_(options.device, 6 * 8 * kMaxTokens) {
     InstallArgs args;
-    args.req_to_token = table_.View(DType::kInt32, {options.max_reqs + 1, options.max_context});
+    args.device = options.device;
+    args.stream = stream_.handle();
+    args.req_to_token = table_.device_buffer().View(
+        DType::kInt32, {options.max_reqs + 1, options.max_context});
     GroupSpec full;
     full.kind = GroupKind::kFull;
     full.num_slots = options.num_slots;
-    full.k_layer0 = k_.View(DType::kUInt8, {options.num_slots, options.bytes_per_token});
-    full.v_layer0 = v_.View(DType::kUInt8, {options.num_slots, options.bytes_per_token});
+    full.k_layer0 = KLayer0();
+    full.v_layer0 = VLayer0();
     full.bytes_per_token = options.bytes_per_token;
     full.host_slots = 64;
     args.groups = {full};
     args.pool_slot_count = options.num_slots;
     args.max_prefill_tokens = kMaxTokens;
+    args.cuda_graph_max_bs = options.cuda_graph_max_bs;
+    args.graph_capture = options.graph_capture;
     args.capacities = options.capacities;
     args.log = &log;
     args.perturb = options.perturb;
+    args.signal_reducer = options.signal_reducer;
     canary = CanaryManager::Install(options.config, args);
     if (canary) canary->MarkInitFinished();
+  }
+
+  ~FakeEngine() {
+    // Nothing enqueued may outlive the buffers it reads.
+    try {
+      Synchronize();
+    } catch (...) {
+    }
   }
 
   static constexpr int64_t kMaxTokens = 256;
@@ -82,9 +143,14 @@ class FakeEngine {
   // The token every request should hold at `pos` (a token oracle in the sense of §11).
   static int64_t Oracle(int64_t row, int64_t pos) { return 1000 * row + pos; }
 
-  // One step: requests with unwritten tokens prefill them all, the others decode one token. The
-  // decoded tokens pass through PerturbNextTokens, as at an engine's sampler exit.
-  void Step() {
+  // Schedules one step: requests with unwritten tokens prefill them all, the others decode one
+  // token. The decoded tokens pass through PerturbNextTokens, as at an engine's sampler exit. New
+  // slots enter req_to_token and the batch columns are filled (on a CUDA device the copies are
+  // enqueued on the engine's stream, before phase 1 reads them). With `padded_bs` larger than the
+  // live rows, padding rows (req_pool_indices 0, one token each into slot 0) fill the batch up,
+  // as in a captured decode graph; the host input stays unpadded.
+  PreparedStep PrepareStep(int64_t padded_bs = 0) {
+    Synchronize();  // the previous step's copies read the host mirrors
     std::vector<Request*> decoding;
     std::vector<int64_t> sampled;
     for (Request& request : requests_) {
@@ -96,7 +162,8 @@ class FakeEngine {
     }
     canary->PerturbNextTokens(sampled);
     for (size_t i = 0; i < decoding.size(); ++i) decoding[i]->tokens.push_back(sampled[i]);
-    std::vector<int64_t> rows, prefix, extend, ids, positions, slots, expected;
+    PreparedStep step;
+    std::vector<int64_t> rows, prefix, extend, expected;
     for (Request& request : requests_) {
       const int64_t begin = request.written;
       const int64_t end = static_cast<int64_t>(request.tokens.size());
@@ -106,22 +173,37 @@ class FakeEngine {
       for (int64_t pos = begin; pos < end; ++pos) {
         const int64_t slot = next_slot_++;
         Table()[request.row * options_.max_context + pos] = static_cast<int32_t>(slot);
-        ids.push_back(request.tokens[pos]);
-        positions.push_back(pos);
-        slots.push_back(slot);
+        step.ids.push_back(request.tokens[pos]);
+        step.positions.push_back(pos);
+        step.slots.push_back(slot);
         expected.push_back(Oracle(request.row, pos));
       }
+      table_.Upload(4 * (request.row * options_.max_context + begin), 4 * (end - begin),
+                    stream_.handle());
       request.written = end;
     }
-    const int64_t bs = static_cast<int64_t>(rows.size());
-    const int64_t n = static_cast<int64_t>(ids.size());
-    int64_t* base = batch_.data_as<int64_t>();
-    std::memcpy(base, rows.data(), 8 * bs);
-    std::memcpy(base + kMaxTokens, prefix.data(), 8 * bs);
-    std::memcpy(base + 2 * kMaxTokens, extend.data(), 8 * bs);
-    std::memcpy(base + 3 * kMaxTokens, ids.data(), 8 * n);
-    std::memcpy(base + 4 * kMaxTokens, positions.data(), 8 * n);
-    std::memcpy(base + 5 * kMaxTokens, slots.data(), 8 * n);
+    const int64_t live_rows = static_cast<int64_t>(rows.size());
+    std::vector<int64_t> batch_rows = rows, batch_prefix = prefix, batch_extend = extend;
+    std::vector<int64_t> batch_ids = step.ids, batch_positions = step.positions;
+    std::vector<int64_t> batch_slots = step.slots;
+    for (int64_t r = live_rows; r < padded_bs; ++r) {
+      batch_rows.push_back(kReqPoolIdxPadding);
+      batch_prefix.push_back(0);
+      batch_extend.push_back(1);
+      batch_ids.push_back(0);
+      batch_positions.push_back(0);
+      batch_slots.push_back(kTokenToKvSlotPadding);
+    }
+    const int64_t bs = static_cast<int64_t>(batch_rows.size());
+    const int64_t n = static_cast<int64_t>(batch_ids.size());
+    int64_t* base = batch_.host<int64_t>();
+    std::memcpy(base, batch_rows.data(), 8 * bs);
+    std::memcpy(base + kMaxTokens, batch_prefix.data(), 8 * bs);
+    std::memcpy(base + 2 * kMaxTokens, batch_extend.data(), 8 * bs);
+    std::memcpy(base + 3 * kMaxTokens, batch_ids.data(), 8 * n);
+    std::memcpy(base + 4 * kMaxTokens, batch_positions.data(), 8 * n);
+    std::memcpy(base + 5 * kMaxTokens, batch_slots.data(), 8 * n);
+    batch_.UploadAll(stream_.handle());
     ForwardBatch batch;
     batch.batch_size = bs;
     batch.num_tokens = n;
@@ -136,39 +218,77 @@ class FakeEngine {
     host.prefix_lens = prefix;
     host.extend_seq_lens = extend;
     if (options_.config.enable_write_input_assert) {
+      // One expectation per batch token; padding tokens are never written, so never compared.
       host.expected_input_tokens = expected;
-      host.expected_input_positions = positions;
+      host.expected_input_positions = step.positions;
+      host.expected_input_tokens.resize(n, 0);
+      host.expected_input_positions.resize(n, 0);
     }
-    last_slots = slots;
-    StepInput input;
-    input.forwards = {batch};
-    input.host = {host};
-    canary->BeginStep(input);
+    last_slots = step.slots;
+    step.input.forwards = {batch};
+    step.input.host = {host};
+    return step;
+  }
+
+  // One eager step: the four phases around the model's KV write.
+  void Step(int64_t padded_bs = 0) {
+    const PreparedStep step = PrepareStep(padded_bs);
+    canary->BeginStep(step.input);
     canary->PreForward(0);
-    for (int64_t i = 0; i < n; ++i) WriteKv(slots[i], ids[i], positions[i]);
+    WriteKv(step);
+    UploadKvRows(step);
     canary->PostForward(0);
     canary->EndStep();
   }
 
+  // The model's KV write of a step into the host copy of the pool (on the CPU: the pool itself).
+  void WriteKv(const PreparedStep& step) {
+    for (size_t i = 0; i < step.slots.size(); ++i) {
+      WriteKvToken(step.slots[i], step.ids[i], step.positions[i]);
+    }
+  }
+  // Enqueues the pool rows a step wrote, host -> device (nothing on the CPU).
+  void UploadKvRows(const PreparedStep& step) {
+    if (step.slots.empty()) return;
+    const auto [lo, hi] = std::minmax_element(step.slots.begin(), step.slots.end());
+    const int64_t offset = *lo * options_.bytes_per_token;
+    const int64_t bytes = (*hi - *lo + 1) * options_.bytes_per_token;
+    k_.Upload(offset, bytes, stream_.handle());
+    v_.Upload(offset, bytes, stream_.handle());
+  }
+  // Enqueues a copy of the whole host pool to the device pool: a kernel-free "model" whose
+  // launches do not depend on the step, so it can be captured in a CUDA graph (CUDA only).
+  void EnqueuePoolCopy() {
+    k_.UploadAll(stream_.handle());
+    v_.UploadAll(stream_.handle());
+  }
+
   int64_t SlotOf(int64_t row, int64_t pos) const { return Table()[row * options_.max_context + pos]; }
   void SetSlot(int64_t row, int64_t pos, int64_t slot) {
+    Synchronize();
     Table()[row * options_.max_context + pos] = static_cast<int32_t>(slot);
+    table_.Upload(4 * (row * options_.max_context + pos), 4, stream_.handle());
+    Synchronize();
   }
   void FlipKByte(int64_t slot, int64_t byte) {
-    k_.data_as<uint8_t>()[slot * options_.bytes_per_token + byte] ^= 0xFF;
+    Synchronize();
+    const int64_t offset = slot * options_.bytes_per_token + byte;
+    k_.host<uint8_t>()[offset] ^= 0xFF;
+    k_.Upload(offset, 1, stream_.handle());
+    Synchronize();
   }
 
-  // Layer-0 K and V as [num_slots, bytes_per_token] uint8.
+  // Layer-0 K and V as [num_slots, bytes_per_token] uint8, on the engine's device.
   TensorView KLayer0() const {
-    return k_.View(DType::kUInt8, {options_.num_slots, options_.bytes_per_token});
+    return k_.device_buffer().View(DType::kUInt8, {options_.num_slots, options_.bytes_per_token});
   }
   TensorView VLayer0() const {
-    return v_.View(DType::kUInt8, {options_.num_slots, options_.bytes_per_token});
+    return v_.device_buffer().View(DType::kUInt8, {options_.num_slots, options_.bytes_per_token});
   }
 
-  CapturingLog log;
-  std::unique_ptr<CanaryManager> canary;
-  std::vector<int64_t> last_slots;  // out_cache_loc of the last step
+  Device device() const { return options_.device; }
+  StreamHandle stream() const { return stream_.handle(); }
+  void Synchronize() const { SynchronizeStream(options_.device, stream_.handle()); }
 
  private:
   struct Request {
@@ -177,20 +297,31 @@ class FakeEngine {
     int64_t written = 0;
   };
 
-  int32_t* Table() const { return table_.data_as<int32_t>(); }
+  // Declared before the runtime, so they outlive it.
+  FakeEngineOptions options_;
+  OwnedStream stream_;
+  MirroredBuffer k_, v_, table_, batch_;
+
+ public:
+  CapturingLog log;
+  std::unique_ptr<CanaryManager> canary;
+  std::vector<int64_t> last_slots;  // out_cache_loc of the last step
+
+ private:
+  int32_t* Table() const { return table_.host<int32_t>(); }
   TensorView Column(int index) const {
-    return batch_.View(DType::kInt64, {kMaxTokens}, 8 * kMaxTokens * index);
+    return batch_.device_buffer().View(DType::kInt64, {kMaxTokens}, 8 * kMaxTokens * index);
   }
-  void WriteKv(int64_t slot, int64_t token, int64_t pos) {
+  void WriteKvToken(int64_t slot, int64_t token, int64_t pos) {
+    uint8_t* k = k_.host<uint8_t>();
+    uint8_t* v = v_.host<uint8_t>();
     for (int64_t b = 0; b < options_.bytes_per_token; ++b) {
       const uint64_t word = Splitmix64(static_cast<uint64_t>(token * 131 + pos * 7 + b / 8));
-      k_.data_as<uint8_t>()[slot * options_.bytes_per_token + b] = static_cast<uint8_t>(word >> (8 * (b % 8)));
-      v_.data_as<uint8_t>()[slot * options_.bytes_per_token + b] = static_cast<uint8_t>(word >> (8 * (7 - b % 8)));
+      k[slot * options_.bytes_per_token + b] = static_cast<uint8_t>(word >> (8 * (b % 8)));
+      v[slot * options_.bytes_per_token + b] = static_cast<uint8_t>(word >> (8 * (7 - b % 8)));
     }
   }
 
-  FakeEngineOptions options_;
-  DeviceBuffer k_, v_, table_, batch_;
   std::vector<Request> requests_;
   int64_t next_slot_ = 1;
 };
