@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <sstream>
+#include <tuple>
 
 #include "kvcanary/runtime/radix_view.h"
 #include "kvcanary/runtime/violation_format.h"
@@ -225,7 +226,21 @@ void FaultInjector::AfterStep(Engine& engine, const std::vector<ReportedViolatio
       }
     }
   }
-  for (const ReportedViolation& violation : violations) {
+  // Rows of one step in a canonical order: the CUDA backend records concurrently (K and V halves,
+  // many threads), so ring order differs between devices while the set of rows does not. The
+  // report (which row detected an injection, the false-positive list) must not.
+  std::vector<const ReportedViolation*> ordered;
+  for (const ReportedViolation& violation : violations) ordered.push_back(&violation);
+  std::sort(ordered.begin(), ordered.end(), [](const ReportedViolation* a, const ReportedViolation* b) {
+    const runtime::ViolationRow& x = a->row;
+    const runtime::ViolationRow& y = b->row;
+    return std::tie(x.kernel_kind, x.slot_idx, x.position, x.fail_reason_bits, x.stored_token,
+                    x.expected_token, x.stored_chain_hash, x.expected_aux) <
+           std::tie(y.kernel_kind, y.slot_idx, y.position, y.fail_reason_bits, y.stored_token,
+                    y.expected_token, y.stored_chain_hash, y.expected_aux);
+  });
+  for (const ReportedViolation* entry : ordered) {
+    const ReportedViolation& violation = *entry;
     bool explained = false;
     for (Open& open : opens_) {
       if (open.closed_step >= 0 && step_ - open.closed_step > kGraceSteps) continue;
