@@ -26,6 +26,21 @@ struct Recorder {
   std::vector<PerturbationEvent> events;
 };
 
+// Whether some recorded row has launch tag `tag`, a reason among `bits` and slot `slot`.
+bool Caught(const Recorder& recorder, int64_t tag, int64_t bits, int64_t slot) {
+  for (const ViolationRow& row : recorder.rows) {
+    if (row.kernel_kind == tag && (row.fail_reason_bits & bits) && row.slot_idx == slot) {
+      return true;
+    }
+  }
+  return false;
+}
+
+// HEAD records carry no fingerprint: a byte flip is only ever seen by TAIL (or SWEEP).
+void ExpectNoHeadRows(const Recorder& recorder, int64_t head_tag) {
+  for (const ViolationRow& row : recorder.rows) EXPECT_NE(row.kernel_kind, head_tag);
+}
+
 void Record(CanaryManager& canary, Recorder& recorder) {
   canary.SetViolationListener([&recorder](const ViolationRow& row, int64_t step) {
     recorder.rows.push_back(row);
@@ -376,16 +391,8 @@ TEST(Perturbation, RealKvUsedIsCaughtByTailRealKvHash) {
   EXPECT_EQ(event.replacement, event.original ^ 0xFF);
   ASSERT_FALSE(recorder.rows.empty());
   EXPECT_EQ(recorder.steps.front(), event.step + 2) << "TAIL of the same step sees it";
-  bool caught = false;
-  for (const ViolationRow& row : recorder.rows) {
-    if (row.kernel_kind == kTailK &&
-        (row.fail_reason_bits & FailReason::kVerifyRealKvHashMismatch) &&
-        row.slot_idx == event.slot) {
-      caught = true;
-    }
-    EXPECT_NE(row.kernel_kind, kHeadK) << "HEAD records carry no fingerprint";
-  }
-  EXPECT_TRUE(caught);
+  EXPECT_TRUE(Caught(recorder, kTailK, FailReason::kVerifyRealKvHashMismatch, event.slot));
+  ExpectNoHeadRows(recorder, kHeadK);
 }
 
 TEST(Perturbation, RealKvPostForwardIsCaughtByTheNextStepsTail) {
@@ -402,16 +409,8 @@ TEST(Perturbation, RealKvPostForwardIsCaughtByTheNextStepsTail) {
   ASSERT_FALSE(recorder.rows.empty());
   // Flipped after step 2's TAIL stored the fingerprint: step 3's TAIL sees it, step 4 reports.
   EXPECT_EQ(recorder.steps.front(), event.step + 3);
-  bool caught = false;
-  for (const ViolationRow& row : recorder.rows) {
-    if (row.kernel_kind == kTailK &&
-        (row.fail_reason_bits & FailReason::kVerifyRealKvHashMismatch) &&
-        row.slot_idx == event.slot) {
-      caught = true;
-    }
-    EXPECT_NE(row.kernel_kind, kHeadK);
-  }
-  EXPECT_TRUE(caught);
+  EXPECT_TRUE(Caught(recorder, kTailK, FailReason::kVerifyRealKvHashMismatch, event.slot));
+  ExpectNoHeadRows(recorder, kHeadK);
 }
 
 // A radix view of one unlocked node holding the given slots.
@@ -453,15 +452,8 @@ TEST(Perturbation, RealKvUnusedCacheRunsOnSweepStepsAndIsCaughtBySweep) {
   EXPECT_EQ(event.kind, "real_kv_unused_cache");
   EXPECT_EQ(event.step, 3);
   EXPECT_EQ(engine.SlotOf(row, event.position), event.slot);
-  bool caught = false;
-  for (const ViolationRow& found : recorder.rows) {
-    if (found.kernel_kind == static_cast<int64_t>(CanaryLaunchTag::kSweepKFull) &&
-        (found.fail_reason_bits & FailReason::kVerifyRealKvHashMismatch) &&
-        found.slot_idx == event.slot) {
-      caught = true;
-    }
-  }
-  EXPECT_TRUE(caught);
+  EXPECT_TRUE(Caught(recorder, static_cast<int64_t>(CanaryLaunchTag::kSweepKFull),
+                     FailReason::kVerifyRealKvHashMismatch, event.slot));
 }
 
 TEST(Perturbation, NextTokenSwapSwapsTwoEntriesAfterItsOwnWarmup) {
