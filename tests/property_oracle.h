@@ -175,6 +175,40 @@ class PlanCall {
     Plan(args);
   }
 
+  // The offsets-only plan (kvcanary addition): stage 1 into `out`'s counts and write plan and
+  // into `scratch`; returns the FusedVerify arguments over the same inputs (context left empty).
+  FusedVerifyArgs OffsetsOnly(const PlanBuffers& out, const HostTensor<int64_t>& scratch,
+                              int64_t verify_capacity) const {
+    PlanArgs args;
+    args.verify_plan_out =
+        VerifyPlanView{TensorView(), TensorView(), TensorView(), TensorView(),
+                       out.num_valid.view(), out.enable.view()};
+    args.write_plan_out = out.write();
+    args.req_pool_indices = rp_.view();
+    args.prefix_lens = prefix_.view();
+    args.extend_seq_lens = extend_.view();
+    args.req_to_token = Table();
+    args.swa_window_size = in_.window;
+    args.full_to_swa_index_mapping = Lut();
+    args.verify_capacity = verify_capacity;
+    args.verify_offsets_scratch = scratch.view();
+    Plan(args);
+    FusedVerifyArgs fused;
+    fused.req_pool_indices = rp_.view();
+    fused.prefix_lens = prefix_.view();
+    fused.req_to_token = Table();
+    fused.swa_window_size = in_.window;
+    fused.full_to_swa_index_mapping = Lut();
+    fused.req_to_verify_expected_tokens = Pool();
+    fused.req_to_verify_expected_tokens_valid_lens = ValidLens();
+    fused.kv_token_id_vs_position_offset = in_.token_offset;
+    fused.verify_offsets_scratch = scratch.view();
+    fused.verify_num_valid = out.num_valid.view();
+    fused.verify_enable = out.enable.view();
+    fused.verify_capacity = verify_capacity;
+    return fused;
+  }
+
   // launch_plan_offsets_kernel then launch_plan_entries_kernel, after zeroing write_offsets
   // (spec §7.4).
   void Staged(PlanBuffers& out) const {

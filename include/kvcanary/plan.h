@@ -37,6 +37,11 @@ int64_t VerifyPlanAllocationBytes(int64_t verify_capacity);
 int64_t WritePlanAllocationBytes(int64_t write_req_capacity);
 
 // launch_canary_plan_kernels: both stages in one call (spec §7.2).
+//
+// kvcanary addition, the offsets-only plan: with the four verify entry arrays of verify_plan_out
+// absent, only stage 1 runs (offsets, verify_num_valid and enable against verify_capacity, the
+// write plan). FusedVerify then derives the entries from the same inputs and the scratch, which
+// is required, so no per-entry array exists and verify_capacity only bounds the work.
 struct PlanArgs {
   VerifyPlanView verify_plan_out;
   WritePlanView write_plan_out;
@@ -48,7 +53,7 @@ struct PlanArgs {
   TensorView req_to_token;
   int64_t swa_window_size = 0;           // W > 0: verify only the last W prefix positions
   TensorView full_to_swa_index_mapping;  // [lut_len] int64 or absent; required when W > 0
-  int64_t verify_capacity = 0;           // must equal len(verify_plan_out.verify_slot_indices)
+  int64_t verify_capacity = 0;           // = len(verify_slot_indices); any >= 0 offsets-only
   TensorView req_to_verify_expected_tokens;             // [pool_rows, pool_width] int32 or absent
   TensorView req_to_verify_expected_tokens_valid_lens;  // [bs] int64; required with the pool
   int64_t kv_token_id_vs_position_offset = 0;  // 0 target, +1 EAGLE draft

@@ -170,6 +170,20 @@ struct PlanEntriesParams {
   VerifyPlanOutParams verify;
 };
 
+// The fused verify (a kvcanary addition): the plan-entries stage and verify in one pass, each
+// entry derived from the plan inputs and the stage-1 offsets instead of read from plan arrays.
+struct FusedVerifyParams {
+  LaunchParams launch;
+  PlanInputParams in;  // extend_seq_lens unused
+  // [>= bs + 1] int64 exclusive prefix sum of verify lengths (stage 1's scratch)
+  const int64_t* scratch = nullptr;
+  // [1] int32 each, from stage 1
+  const int32_t* num_valid = nullptr;
+  const int32_t* enable = nullptr;
+  int64_t capacity = 0;  // the verify capacity stage 1 was given
+  bool check_token = false;
+};
+
 struct ScatterParams {
   // [total] int64, element stride flat_stride
   const int64_t* flat_in = nullptr;

@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "core/params.h"
+#include "core/verify_entry.h"
 #include "core/wrap.h"
 #include "kvcanary/hash.h"
 
@@ -67,16 +68,44 @@ KVC_HOST_DEVICE int64_t ExpectedToken(const TokenPoolParams& pool, int64_t r, in
   return pool.data[rp * pool.row_stride + q];
 }
 
+// The slot, predecessor and position of (req_to_token row rp, position); the expected token is
+// left -1 (ExpectedToken gives it).
+KVC_HOST_DEVICE VerifyEntry DeriveVerifyEntry(const PlanInputParams& in, int64_t rp,
+                                              int64_t position) {
+  VerifyEntry entry;
+  entry.slot = TranslateSlot(in.lut, ReadReqToToken(in.req_to_token, rp, position));
+  entry.prev_slot =
+      position > 0 ? TranslateSlot(in.lut, ReadReqToToken(in.req_to_token, rp, WrapSub(position, 1)))
+                   : -1;
+  entry.position = position;
+  return entry;
+}
+
 // Stores the verify entry of (batch row r, position) at index `entry`.
 KVC_HOST_DEVICE void StoreVerifyEntry(const PlanInputParams& in, const VerifyPlanOutParams& out,
                                       int64_t entry, int64_t r, int64_t rp, int64_t position) {
-  out.slot_indices[entry] = TranslateSlot(in.lut, ReadReqToToken(in.req_to_token, rp, position));
-  out.prev_slot_indices[entry] =
-      position > 0
-          ? TranslateSlot(in.lut, ReadReqToToken(in.req_to_token, rp, WrapSub(position, 1)))
-          : -1;
+  const VerifyEntry derived = DeriveVerifyEntry(in, rp, position);
+  out.slot_indices[entry] = derived.slot;
+  out.prev_slot_indices[entry] = derived.prev_slot;
   out.expected_positions[entry] = position;
   out.expected_tokens[entry] = ExpectedToken(in.pool, r, rp, position);
+}
+
+// The batch row of verify entry e: the largest r in [0, bs) with scratch[r] <= e (empty rows never
+// win; row 0 when none). REQUIRES bs >= 1. scratch is non-decreasing as stage 1 writes it.
+KVC_HOST_DEVICE int64_t RowOfEntry(const int64_t* scratch, int64_t bs, int64_t e) {
+  int64_t lo = 0, hi = bs;  // answer in [lo, hi)
+  while (hi - lo > 1) {
+    const int64_t mid = lo + (hi - lo) / 2;
+    if (scratch[mid] <= e) lo = mid; else hi = mid;
+  }
+  return lo;
+}
+
+// The position of entry e in row r: the row's first verified position plus e's offset in the row.
+KVC_HOST_DEVICE int64_t EntryPosition(const PlanInputParams& in, const int64_t* scratch, int64_t r,
+                                      int64_t e) {
+  return WrapAdd(WindowStart(in.prefix_lens[r], in.swa_window_size), WrapSub(e, scratch[r]));
 }
 
 }  // namespace kvcanary

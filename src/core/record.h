@@ -80,6 +80,38 @@ KVC_HOST_DEVICE void StoreRecord(uint8_t* record_bytes, const Record& record) {
   memcpy(record_bytes, &record, sizeof(record));
 }
 
+// Byte offsets of the record words (spec/kernels.md §1) that a backend may store separately.
+inline constexpr int64_t kRecordPrevHashOffset = 16;
+inline constexpr int64_t kRecordRealKvHashOffset = 24;
+
+// A little-endian word at any byte address; one 8-byte store on the GPU when the address allows.
+KVC_HOST_DEVICE void StoreLeU64(uint8_t* bytes, uint64_t value) {
+#if defined(__CUDA_ARCH__)
+  if ((reinterpret_cast<uintptr_t>(bytes) & 7) == 0) {
+    *reinterpret_cast<uint64_t*>(bytes) = value;
+    return;
+  }
+#endif
+  memcpy(bytes, &value, sizeof(value));
+}
+
+// The token, position and prev_hash words of a record (all but real_kv_hash).
+KVC_HOST_DEVICE void StoreChainWords(uint8_t* record_bytes, int64_t token, int64_t position,
+                                     int64_t prev_hash) {
+#if defined(__CUDA_ARCH__)
+  if ((reinterpret_cast<uintptr_t>(record_bytes) & 15) == 0) {
+    *reinterpret_cast<ulonglong2*>(record_bytes) = ulonglong2{
+        static_cast<unsigned long long>(token), static_cast<unsigned long long>(position)};
+    *reinterpret_cast<uint64_t*>(record_bytes + kRecordPrevHashOffset) =
+        static_cast<uint64_t>(prev_hash);
+    return;
+  }
+#endif
+  StoreLeU64(record_bytes, static_cast<uint64_t>(token));
+  StoreLeU64(record_bytes + 8, static_cast<uint64_t>(position));
+  StoreLeU64(record_bytes + kRecordPrevHashOffset, static_cast<uint64_t>(prev_hash));
+}
+
 // slot_hash of a stored record: the prev_hash its successor must hold.
 KVC_HOST_DEVICE uint64_t RecordHash(const Record& record) {
   return RecordHash(record.token, record.position, record.prev_hash);

@@ -1,45 +1,96 @@
-// The check of one verify entry (spec/kernels.md §8), shared by both backends.
+// The check of one verify entry (spec/kernels.md §8), shared by both backends, and the entries the
+// fused verify derives from the plan inputs.
 #pragma once
 
 #include <cstdint>
 
 #include "core/params.h"
+#include "core/plan_math.h"
 #include "core/real_kv.h"
 #include "core/record.h"
+#include "core/verify_entry.h"
+#include "core/wrap.h"
 #include "kvcanary/hash.h"
 
 namespace kvcanary {
 
-// Checks entry e. Returns its fail bits (0 when it passes or is skipped) and, when non-zero, fills
-// `row` with the violation to record.
-KVC_HOST_DEVICE int64_t CheckVerifyEntry(const VerifyParams& p, int64_t e, ViolationRow* row) {
-  const LaunchParams& launch = p.launch;
-  const int64_t slot = p.slot_indices[e];
-  if (slot <= kTokenToKvSlotPadding || slot >= launch.num_slots) return 0;  // D1, D7
-  const Record stored = LoadRecord(launch.canary + slot * launch.slot_stride_bytes);
-  const int64_t expected_token = p.check_token ? p.expected_tokens[e] : -1;
-  const int64_t prev = p.prev_slot_indices[e];
-  const bool reachable = prev != 0 && prev < launch.num_slots;
-  int64_t expected_hash = stored.prev_hash;
-  if (reachable) {
-    expected_hash = ToSigned(
-        prev < 0 ? ChainHeadHash()
-                 : RecordHash(LoadRecord(launch.canary + prev * launch.slot_stride_bytes)));
-  }
-  const int64_t expected_real_kv = ToSigned(RealKvFingerprint(launch.real_kv, slot));
+// An entry whose slot is the padding slot or past the pool is skipped (D1, D7).
+KVC_HOST_DEVICE bool IsCheckedSlot(const LaunchParams& launch, int64_t slot) {
+  return slot > kTokenToKvSlotPadding && slot < launch.num_slots;
+}
 
+// The chain check runs only when the predecessor is the head (-1) or a slot of the pool.
+KVC_HOST_DEVICE bool IsReachablePredecessor(const LaunchParams& launch, int64_t prev_slot) {
+  return prev_slot != 0 && prev_slot < launch.num_slots;
+}
+
+// What the record of a reachable predecessor hashes to (the head hash for -1).
+KVC_HOST_DEVICE uint64_t PredecessorHash(const LaunchParams& launch, int64_t prev_slot) {
+  return prev_slot < 0
+             ? ChainHeadHash()
+             : RecordHash(LoadRecord(launch.canary + prev_slot * launch.slot_stride_bytes));
+}
+
+// The fail bits of a checked entry whose record is `stored`. expected_hash is the predecessor's
+// hash as a signed word (any value when the predecessor is unreachable: no chain check then).
+KVC_HOST_DEVICE int64_t EntryFailBits(const LaunchParams& launch, bool check_token,
+                                      const VerifyEntry& entry, const Record& stored,
+                                      bool reachable, int64_t expected_hash) {
   int64_t bits = 0;
   if (reachable && stored.prev_hash != expected_hash) bits |= FailReason::kVerifyChainHashMismatch;
-  if (p.check_token && expected_token != -1 && stored.token != expected_token) {
+  if (check_token && entry.expected_token != -1 && stored.token != entry.expected_token) {
     bits |= FailReason::kVerifyTokenMismatch;
   }
-  if (stored.position != p.expected_positions[e]) bits |= FailReason::kVerifyPositionMismatch;
-  if (stored.real_kv_hash != expected_real_kv) bits |= FailReason::kVerifyRealKvHashMismatch;
-  if (bits != 0) {
-    *row = ViolationRow{launch.kernel_kind, slot,          stored.position, stored.token,
-                        expected_token,     stored.prev_hash, expected_hash, bits};
+  if (stored.position != entry.position) bits |= FailReason::kVerifyPositionMismatch;
+  if (stored.real_kv_hash != ToSigned(RealKvFingerprint(launch.real_kv, entry.slot))) {
+    bits |= FailReason::kVerifyRealKvHashMismatch;
   }
   return bits;
+}
+
+// Checks one entry, loading its record and its predecessor's. Returns the fail bits (0 when it
+// passes or is skipped) and, when non-zero, fills `row` with the violation to record.
+KVC_HOST_DEVICE int64_t CheckEntry(const LaunchParams& launch, bool check_token,
+                                   const VerifyEntry& entry, ViolationRow* row) {
+  if (!IsCheckedSlot(launch, entry.slot)) return 0;
+  const Record stored = LoadRecord(launch.canary + entry.slot * launch.slot_stride_bytes);
+  const bool reachable = IsReachablePredecessor(launch, entry.prev_slot);
+  const int64_t expected_hash =
+      reachable ? ToSigned(PredecessorHash(launch, entry.prev_slot)) : stored.prev_hash;
+  const int64_t bits = EntryFailBits(launch, check_token, entry, stored, reachable, expected_hash);
+  if (bits != 0) {
+    *row = ViolationRow{launch.kernel_kind, entry.slot,          stored.position,
+                        stored.token,       entry.expected_token, stored.prev_hash,
+                        expected_hash,      bits};
+  }
+  return bits;
+}
+
+// Entry e of a plan (spec §8: the expected token counts only when the check is on).
+KVC_HOST_DEVICE VerifyEntry PlannedEntry(const VerifyParams& p, int64_t e) {
+  return VerifyEntry{p.slot_indices[e], p.prev_slot_indices[e], p.expected_positions[e],
+                     p.check_token ? p.expected_tokens[e] : -1};
+}
+
+KVC_HOST_DEVICE int64_t CheckVerifyEntry(const VerifyParams& p, int64_t e, ViolationRow* row) {
+  return CheckEntry(p.launch, p.check_token, PlannedEntry(p, e), row);
+}
+
+// The entries the fused verify checks: [0, n) with n as verify reads it from a plan stage 1
+// wrote (none when disabled; none for an empty batch).
+KVC_HOST_DEVICE int64_t FusedEntryCount(const FusedVerifyParams& p) {
+  if (*p.enable == 0 || p.in.bs <= 0) return 0;
+  return ClampCount(*p.num_valid, p.capacity);  // D2
+}
+
+// Entry e exactly as the plan-entries stage would store it.
+KVC_HOST_DEVICE VerifyEntry FusedEntry(const FusedVerifyParams& p, int64_t e) {
+  const int64_t r = RowOfEntry(p.scratch, p.in.bs, e);
+  const int64_t rp = p.in.req_pool_indices[r];
+  const int64_t position = EntryPosition(p.in, p.scratch, r, e);
+  VerifyEntry entry = DeriveVerifyEntry(p.in, rp, position);
+  entry.expected_token = p.check_token ? ExpectedToken(p.in.pool, r, rp, position) : -1;
+  return entry;
 }
 
 }  // namespace kvcanary

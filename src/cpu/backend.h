@@ -13,6 +13,8 @@ void PlanOffsets(const PlanOffsetsParams& params);
 void PlanEntries(const PlanEntriesParams& params);
 void SwaTranslate(const SwaTranslateParams& params);
 void Verify(const VerifyParams& params);
+// Plan entries and verify in one pass: checks what PlanEntries + Verify would.
+void FusedVerify(const FusedVerifyParams& params);
 void Write(const WriteParams& params);
 void Scatter(const ScatterParams& params);
 

@@ -42,8 +42,7 @@ void EmitVerifyEntries(const PlanInputParams& in, const int64_t* scratch, int64_
     for (int64_t tid = begin; tid < end; ++tid) {
       while (r + 1 < in.bs && scratch[r + 1] <= tid) ++r;
       const int64_t rp = in.req_pool_indices[r];
-      const int64_t position =
-          WrapAdd(WindowStart(in.prefix_lens[r], in.swa_window_size), WrapSub(tid, scratch[r]));
+      const int64_t position = EntryPosition(in, scratch, r, tid);
       StoreVerifyEntry(in, out, tid, r, rp, position);
     }
   });
@@ -64,7 +63,9 @@ void Plan(const PlanParams& params) {
   const bool overflow = total > params.verify.capacity;
   *params.verify.num_valid = static_cast<int32_t>(overflow ? params.verify.capacity : total);
   *params.verify.enable = overflow ? 0 : 1;
-  if (!overflow) EmitVerifyEntries(params.in, scratch, total, params.verify);
+  // An offsets-only plan has no entry arrays: FusedVerify derives the entries itself.
+  const bool has_entries = params.verify.slot_indices != nullptr;
+  if (!overflow && has_entries) EmitVerifyEntries(params.in, scratch, total, params.verify);
 }
 
 void PlanOffsets(const PlanOffsetsParams& params) {

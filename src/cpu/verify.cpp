@@ -1,5 +1,6 @@
-// CPU reference of the verify operation (spec/kernels.md §8). Entries are checked in parallel
-// chunks; each chunk keeps its rows and the rows are recorded in entry order afterwards.
+// CPU reference of the verify operation (spec/kernels.md §8) and of the fused verify (entries
+// derived from the plan inputs). Entries are checked in parallel chunks; each chunk keeps its rows
+// and the rows are recorded in entry order afterwards.
 #include <vector>
 
 #include "core/verify_math.h"
@@ -13,34 +14,44 @@ namespace {
 
 constexpr int64_t kPrefetchDistance = 16;
 
-void PrefetchRecord(const VerifyParams& params, int64_t e) {
-  const int64_t slot = params.slot_indices[e];
-  if (slot > 0 && slot < params.launch.num_slots) {
-    __builtin_prefetch(params.launch.canary + slot * params.launch.slot_stride_bytes);
-  }
-}
-
-}  // namespace
-
-void Verify(const VerifyParams& params) {
-  const LaunchParams& launch = params.launch;
+// Counts the launch, then checks entries [0, n) of an enabled launch; entry_of(e) gives entry e.
+template <typename EntryOf>
+void CheckEntries(const LaunchParams& launch, bool check_token, bool enabled, int64_t n,
+                  EntryOf&& entry_of) {
   *launch.kernel_run_counter = WrapAdd(*launch.kernel_run_counter, 1);
-  if (*params.enable == 0) return;
-  const int64_t n = ClampCount(*params.num_valid, params.capacity);  // D2
+  if (!enabled) return;
   *launch.slot_run_counter = WrapAdd(*launch.slot_run_counter, n);
-
   const int chunks = ChunkCount(n);
   std::vector<std::vector<ViolationRow>> found(chunks);
   ForEachChunk(n, chunks, [&](int chunk, int64_t begin, int64_t end) {
     for (int64_t e = begin; e < end; ++e) {
       // Records are random 32-byte reads: asking for the one kPrefetchDistance entries ahead keeps
       // several cache misses in flight instead of one (a hint only; results cannot change).
-      if (e + kPrefetchDistance < end) PrefetchRecord(params, e + kPrefetchDistance);
+      if (e + kPrefetchDistance < end) {
+        const int64_t slot = entry_of(e + kPrefetchDistance).slot;
+        if (IsCheckedSlot(launch, slot)) {
+          __builtin_prefetch(launch.canary + slot * launch.slot_stride_bytes);
+        }
+      }
       ViolationRow row;
-      if (CheckVerifyEntry(params, e, &row) != 0) found[chunk].push_back(row);
+      if (CheckEntry(launch, check_token, entry_of(e), &row) != 0) found[chunk].push_back(row);
     }
   });
   for (const std::vector<ViolationRow>& rows : found) RecordViolations(launch, rows);
+}
+
+}  // namespace
+
+void Verify(const VerifyParams& params) {
+  const bool enabled = *params.enable != 0;
+  const int64_t n = enabled ? ClampCount(*params.num_valid, params.capacity) : 0;  // D2
+  CheckEntries(params.launch, params.check_token, enabled, n,
+               [&](int64_t e) { return PlannedEntry(params, e); });
+}
+
+void FusedVerify(const FusedVerifyParams& params) {
+  CheckEntries(params.launch, params.check_token, *params.enable != 0, FusedEntryCount(params),
+               [&](int64_t e) { return FusedEntry(params, e); });
 }
 
 }  // namespace kvcanary::cpu

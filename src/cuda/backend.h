@@ -16,6 +16,9 @@ int PlanEntries(const PlanEntriesParams& params, int device, StreamHandle stream
 int SwaTranslate(const SwaTranslateParams& params, int device, StreamHandle stream);
 // paired: the other half of a K/V pair verified in the same launch, or nullptr.
 int Verify(const VerifyParams& params, const VerifyParams* paired, int device, StreamHandle stream);
+// paired: the other half of a K/V pair, checked against the same derived entries, or nullptr.
+int FusedVerify(const FusedVerifyParams& params, const FusedVerifyParams* paired, int device,
+                StreamHandle stream);
 // paired: the other half of a K/V pair written in the same launch, or nullptr.
 int Write(const WriteParams& params, const WriteParams* paired, int device, StreamHandle stream);
 int Scatter(const ScatterParams& params, int device, StreamHandle stream);

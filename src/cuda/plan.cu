@@ -17,7 +17,8 @@ int Plan(const PlanParams& params, int device, StreamHandle handle) {
                             params.verify.num_valid, params.verify.enable,
                             params.verify.capacity, params.write};
   cudaError_t error = LaunchPlanOffsets(offsets, /*zero_write_tail=*/true, stream);
-  if (error == cudaSuccess) {
+  // An offsets-only plan has no entry arrays: FusedVerify derives the entries itself.
+  if (error == cudaSuccess && params.verify.slot_indices != nullptr) {
     const PlanEntriesParams entries{params.in, scratch, params.verify.enable, params.verify};
     error = LaunchPlanEntries(entries, stream);
   }

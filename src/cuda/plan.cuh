@@ -60,16 +60,6 @@ __global__ void __launch_bounds__(kOffsetsThreads)
   }
 }
 
-// The largest row r in [0, bs) with scratch[r] <= tid (empty rows never win).
-__device__ inline int64_t RowOfEntry(const int64_t* scratch, int64_t bs, int64_t tid) {
-  int64_t lo = 0, hi = bs;  // answer in [lo, hi)
-  while (hi - lo > 1) {
-    const int64_t mid = lo + (hi - lo) / 2;
-    if (scratch[mid] <= tid) lo = mid; else hi = mid;
-  }
-  return lo;
-}
-
 // Stage 2. A total above the capacity with enable set breaks the offsets/entries contract: the
 // separate entries op traps as SGLang does (the fused plan never gets there: it clears enable).
 __global__ void __launch_bounds__(kEntriesThreads) PlanEntriesKernel(const __grid_constant__ PlanEntriesParams p) {
@@ -88,8 +78,7 @@ __global__ void __launch_bounds__(kEntriesThreads) PlanEntriesKernel(const __gri
   const int64_t stride = int64_t{gridDim.x} * blockDim.x;
   for (int64_t tid = first; tid < total; tid += stride) {
     const int64_t r = RowOfEntry(p.scratch, bs, tid);
-    const int64_t position =
-        WrapAdd(WindowStart(p.in.prefix_lens[r], p.in.swa_window_size), WrapSub(tid, p.scratch[r]));
+    const int64_t position = EntryPosition(p.in, p.scratch, r, tid);
     StoreVerifyEntry(p.in, p.verify, tid, r, p.in.req_pool_indices[r], position);
   }
 }

@@ -20,7 +20,7 @@ struct VerifyHalves {
   int num_halves = 1;
 };
 
-__global__ void __launch_bounds__(kVerifyThreads) VerifyKernel(const __grid_constant__ VerifyHalves v) {
+__global__ void __launch_bounds__(kVerifyThreads, 4) VerifyKernel(const __grid_constant__ VerifyHalves v) {
   const VerifyParams& p = v.half[0];  // the plan is shared by the halves
   const int64_t stride = int64_t{gridDim.x} * blockDim.x;
   const int64_t first = int64_t{blockIdx.x} * blockDim.x + threadIdx.x;

@@ -1,12 +1,18 @@
-// WriteKernel (spec/kernels.md §9): one block per batch row (grid-stride over rows). A row's tokens
-// go through shared memory a tile at a time: all threads load the tile's inputs and compute the
-// real-KV fingerprints in parallel; one thread per half runs the chain over the tile (the one serial
-// dependency: each record's prev_hash is the hash of the one before), reading staged values so
-// only the chain is on its critical path; then all threads store the records.
+// WriteKernel (spec/kernels.md §9): one block per batch row (grid-stride over rows) and no block
+// barrier. Warp h < num_halves runs half h's chain; the other warps fold the real-KV fingerprints.
+// The two kinds of warp store disjoint words of each record (the chain warp token, position and
+// prev_hash; the fingerprint warps real_kv_hash), so neither waits for the other: the spec lets a
+// backend spread the stores and folds across threads, and on a valid batch each slot is written
+// once.
 //
-// A paired launch (K and V halves of a group) runs the two halves' chains in two different warps
-// at the same time, so writing both costs one chain's latency. Each half keeps its own seed, chain
-// state, records, counters and violation rows, so the result equals two separate launches.
+// The chain warp takes its row 32 tokens at a time. Each lane loads one token's inputs (coalesced;
+// the next chunk's loads are issued before the current chunk's chain, so they arrive while it
+// runs), the chunk is staged in shared memory, and all 32 lanes step the same chain in lockstep,
+// reading token j by broadcast; lane j keeps the running value before step j, which is its
+// record's prev_hash. Only the chain is serial: the asserts are per-lane checks after the chunk.
+// A paired launch (K and V halves of a group) runs the two chains in two warps at the same time,
+// so writing both costs one chain's latency; each half keeps its own seed, chain, records,
+// counters and rows, so the result equals two separate launches.
 #pragma once
 
 #include "core/real_kv.h"
@@ -15,110 +21,155 @@
 
 namespace kvcanary::cuda {
 
-inline constexpr int kWriteThreads = 256;
-inline constexpr int kWriteTile = 512;
+inline constexpr int kWriteThreads = 128;
 inline constexpr int kMaxWriteHalves = 2;
+inline constexpr int kWarpSize = 32;
+inline constexpr unsigned kFullWarp = 0xffffffffu;
 
 struct WriteHalves {
   WriteParams half[kMaxWriteHalves];  // half[1] only when num_halves == 2
   int num_halves = 1;
 };
 
-__global__ void __launch_bounds__(kWriteThreads) WriteKernel(const __grid_constant__ WriteHalves w) {
-  __shared__ int64_t tokens[kWriteTile];
-  __shared__ int64_t positions[kWriteTile];
-  __shared__ int64_t slots[kWriteTile];
-  __shared__ uint64_t real_kv[kMaxWriteHalves][kWriteTile];
-  __shared__ int64_t prev_hashes[kMaxWriteHalves][kWriteTile];
-  const WriteParams& p = w.half[0];  // plan and inputs are shared by the halves
-  // The chain of half h runs in lane 0 of warp h.
-  const int chain_half = threadIdx.x % 32 == 0 ? threadIdx.x / 32 : kMaxWriteHalves;
-  const bool runs_chain = chain_half < w.num_halves;
-  if (blockIdx.x == 0 && runs_chain) AddToCounter(w.half[chain_half].launch.kernel_run_counter, 1);
-  const int64_t num_rows = ClampCount(*p.num_valid_reqs, p.capacity);  // D2
+// One token of a chunk, held by one lane; slot -1 past the row's end (never written).
+struct ChunkToken {
+  int64_t slot = -1;
+  int64_t token = 0;
+  int64_t position = 0;
+  int64_t expected_token = 0;  // with input_assert only
+  int64_t expected_position = 0;
+};
 
-  for (int64_t r = blockIdx.x; r < num_rows; r += gridDim.x) {
-    const TokenRange range = RowTokenRange(p, r);
-    if (range.end <= range.begin) continue;
-    ChainState state;  // meaningful in the chain threads only
-    int64_t written = 0;
-    if (runs_chain) state = LoadChainSeed(w.half[chain_half], r);
-    for (int64_t tile = range.begin; tile < range.end; tile += kWriteTile) {
-      const int count = static_cast<int>(min(int64_t{kWriteTile}, range.end - tile));
-      for (int k = threadIdx.x; k < count; k += kWriteThreads) {
-        const int64_t i = tile + k;
-        const int64_t slot = p.out_cache_loc[i];
-        slots[k] = slot;
-        tokens[k] = p.input_ids[i];
-        positions[k] = p.positions[i];
-        for (int h = 0; h < w.num_halves; ++h) {  // each half has its own slot count
-          real_kv[h][k] =
-              IsWrittenToken(w.half[h], i) ? RealKvFingerprint(w.half[h].launch.real_kv, slot) : 0;
-        }
-      }
-      __syncthreads();
-      if (runs_chain) {
-        const WriteParams& half = w.half[chain_half];
-        const int64_t num_slots = half.launch.num_slots;
-        int64_t* prev = prev_hashes[chain_half];
-        if (half.input_assert || state.chain_assert) {
-          auto record = [&](const ViolationRow& row) { RecordViolation(half.launch, row); };
-          for (int k = 0; k < count; ++k) {
-            const int64_t slot = slots[k];
-            if (slot < 0 || slot >= num_slots) continue;  // skipped: the chain stays
-            ++written;
-            prev[k] = AdvanceChain(half, tile + k, slot, tokens[k], positions[k], &state, record);
-          }
-        } else {
-          // No assert can fire: only the chain itself is serial. A group of staged tokens is
-          // loaded into registers before any of its chain steps, so shared-memory latency is
-          // paid once per group instead of once per token (the stores to `prev` may alias the
-          // staging arrays as far as the compiler knows, so it would not hoist the loads itself).
-          constexpr int kGroup = 8;
-          uint64_t running = state.running;
-          for (int base = 0; base < count; base += kGroup) {
-            int64_t group_slots[kGroup], group_tokens[kGroup], group_positions[kGroup];
-#pragma unroll
-            for (int j = 0; j < kGroup; ++j) {
-              const bool in_tile = base + j < count;
-              group_slots[j] = in_tile ? slots[base + j] : -1;
-              group_tokens[j] = in_tile ? tokens[base + j] : 0;
-              group_positions[j] = in_tile ? positions[base + j] : 0;
-            }
-            // Branch-free, so the compiler may interleave the group's loads and stores with the
-            // chain: a skipped token's step is computed and discarded (the chain stays), and its
-            // prev entry is never stored to a record.
-#pragma unroll
-            for (int j = 0; j < kGroup; ++j) {
-              const bool valid = group_slots[j] >= 0 && group_slots[j] < num_slots;
-              prev[base + j] = ToSigned(running);
-              const uint64_t stepped = ChainStep(running, group_tokens[j], group_positions[j]);
-              running = valid ? stepped : running;
-              written += valid ? 1 : 0;
-            }
-          }
-          state.running = running;
-        }
-      }
-      __syncthreads();
-      for (int k = threadIdx.x; k < count; k += kWriteThreads) {
-        const int64_t slot = slots[k];
-        for (int h = 0; h < w.num_halves; ++h) {
-          const LaunchParams& launch = w.half[h].launch;
-          if (slot < 0 || slot >= launch.num_slots) continue;
-          StoreRecord(RecordAddress(launch, slot), Record{tokens[k], positions[k],
-                                                          prev_hashes[h][k], ToSigned(real_kv[h][k])});
-        }
-      }
-      __syncthreads();  // the next tile reuses the staging arrays
+__device__ inline ChunkToken LoadChunkToken(const WriteParams& p, int64_t i, int64_t end) {
+  ChunkToken t;
+  if (i >= end) return t;
+  t.slot = p.out_cache_loc[i];
+  t.token = p.input_ids[i];
+  t.position = p.positions[i];
+  if (p.input_assert) {
+    t.expected_token = p.expected_tokens[i];
+    t.expected_position = p.expected_positions[i];
+  }
+  return t;
+}
+
+// The asserts of one lane's token (spec order: input assert, then chain-position assert).
+// `before` is the position of the chain's previous written token; `stored_chain` the token's
+// prev_hash.
+__device__ inline void CheckTokenAsserts(const WriteParams& half, const ChunkToken& t,
+                                         bool chain_assert, int64_t before, int64_t stored_chain) {
+  if (half.input_assert) {
+    const int64_t bits =
+        (t.token != t.expected_token ? FailReason::kWriteTokenMismatch : 0) |
+        (t.position != t.expected_position ? FailReason::kWritePositionMismatch : 0);
+    if (bits != 0) {
+      RecordViolation(half.launch, ViolationRow{half.launch.kernel_kind, t.slot, t.position,
+                                                t.token, t.expected_token, stored_chain,
+                                                t.expected_position, bits});
     }
-    if (runs_chain) AddToCounter(w.half[chain_half].launch.slot_run_counter, written);
+  }
+  if (chain_assert) {
+    const int64_t expected_position = WrapAdd(before, 1);
+    if (t.position != expected_position) {
+      RecordViolation(half.launch, ViolationRow{half.launch.kernel_kind, t.slot, t.position,
+                                                t.token, t.token, stored_chain, expected_position,
+                                                FailReason::kWritePositionMismatch});
+    }
+  }
+}
+
+// Half `half`'s chain over row r, run by one whole warp. `staging` is the warp's shared memory.
+__device__ inline void RunChain(const WriteParams& half, int64_t r, int lane,
+                                int64_t (*staging)[kWarpSize]) {
+  const ChainState seed = LoadChainSeed(half, r);  // issued before the range: its loads overlap
+  const TokenRange range = RowTokenRange(half, r);
+  if (range.end <= range.begin) return;
+  const int64_t num_slots = half.launch.num_slots;
+  uint64_t running = seed.running;
+  int64_t last_position = seed.last_position;
+  int64_t written = 0;
+  ChunkToken next = LoadChunkToken(half, range.begin + lane, range.end);
+  for (int64_t chunk = range.begin; chunk < range.end; chunk += kWarpSize) {
+    const ChunkToken t = next;
+    if (chunk + kWarpSize < range.end) {
+      next = LoadChunkToken(half, chunk + kWarpSize + lane, range.end);
+    }
+    const bool valid = t.slot >= 0 && t.slot < num_slots;  // skipped tokens keep the chain
+    const unsigned mask = __ballot_sync(kFullWarp, valid);
+    staging[0][lane] = t.token;
+    staging[1][lane] = t.position;
+    __syncwarp();
+    // Every lane steps the same chain up to the chunk's last written token.
+    const int steps = kWarpSize - __clz(mask);
+    uint64_t prev_hash = running;
+#pragma unroll 8
+    for (int j = 0; j < steps; ++j) {
+      const int64_t token = staging[0][j];
+      const int64_t position = staging[1][j];
+      prev_hash = lane == j ? running : prev_hash;
+      const uint64_t stepped = ChainStep(running, token, position);
+      running = (mask >> j) & 1 ? stepped : running;
+    }
+    __syncwarp();  // the next chunk reuses the staging
+    if (valid) {
+      StoreChainWords(RecordAddress(half.launch, t.slot), t.token, t.position,
+                      ToSigned(prev_hash));
+    }
+    if (half.input_assert || seed.chain_assert) {
+      // The previous written token of the chain: the nearest written lane below, else the
+      // previous chunk's last.
+      const unsigned below = mask & ((1u << lane) - 1u);
+      const int64_t below_position =
+          __shfl_sync(kFullWarp, t.position, below != 0 ? kWarpSize - 1 - __clz(below) : 0);
+      const int64_t last_in_chunk =
+          __shfl_sync(kFullWarp, t.position, mask != 0 ? kWarpSize - 1 - __clz(mask) : 0);
+      if (valid) {
+        CheckTokenAsserts(half, t, seed.chain_assert, below != 0 ? below_position : last_position,
+                          ToSigned(prev_hash));
+      }
+      last_position = mask != 0 ? last_in_chunk : last_position;
+    }
+    written += __popc(mask);
+  }
+  if (lane == 0) AddToCounter(half.launch.slot_run_counter, written);
+}
+
+// The real_kv_hash words of row r's records, for every half, spread over `threads` threads.
+// Each fold is independent, so even a long prefill row's folds finish well before its chain.
+__device__ inline void StoreFingerprints(const WriteHalves& w, int64_t r, int thread, int threads) {
+  const WriteParams& p = w.half[0];
+  const TokenRange range = RowTokenRange(p, r);
+  for (int64_t i = range.begin + thread; i < range.end; i += threads) {
+    const int64_t slot = p.out_cache_loc[i];
+    for (int h = 0; h < w.num_halves; ++h) {
+      const LaunchParams& launch = w.half[h].launch;
+      if (slot < 0 || slot >= launch.num_slots) continue;
+      StoreLeU64(RecordAddress(launch, slot) + kRecordRealKvHashOffset,
+                 RealKvFingerprint(launch.real_kv, slot));
+    }
+  }
+}
+
+__global__ void __launch_bounds__(kWriteThreads) WriteKernel(const __grid_constant__ WriteHalves w) {
+  __shared__ int64_t staging[kMaxWriteHalves][2][kWarpSize];
+  const int warp = threadIdx.x / kWarpSize;
+  const int lane = threadIdx.x % kWarpSize;
+  if (blockIdx.x == 0 && threadIdx.x < w.num_halves) {
+    AddToCounter(w.half[threadIdx.x].launch.kernel_run_counter, 1);
+  }
+  const int64_t num_rows = ClampCount(*w.half[0].num_valid_reqs, w.half[0].capacity);  // D2
+  const int fold_threads = kWriteThreads - w.num_halves * kWarpSize;
+  for (int64_t r = blockIdx.x; r < num_rows; r += gridDim.x) {
+    if (warp < w.num_halves) {
+      RunChain(w.half[warp], r, lane, staging[warp]);
+    } else {
+      StoreFingerprints(w, r, threadIdx.x - w.num_halves * kWarpSize, fold_threads);
+    }
   }
 }
 
 inline cudaError_t LaunchWrite(const WriteHalves& w, cudaStream_t stream) {
-  const int blocks =
-      PersistentGrid(WriteKernel, kWriteThreads, w.half[0].capacity * kWriteThreads);
+  const int blocks = PersistentGrid(WriteKernel, kWriteThreads, w.half[0].capacity * kWriteThreads);
   WriteKernel<<<blocks, kWriteThreads, 0, stream>>>(w);
   return cudaGetLastError();
 }

@@ -15,6 +15,11 @@
 namespace kvcanary {
 namespace {
 
+bool IsOffsetsOnly(const VerifyPlanView& v) {
+  return !v.verify_slot_indices.defined() && !v.verify_expected_tokens.defined() &&
+         !v.verify_expected_positions.defined() && !v.verify_prev_slot_indices.defined();
+}
+
 void CheckCapacityFitsDeviceCount(int64_t capacity, const char* what) {
   if (capacity > kMaxDeviceCount) {
     ThrowError("kv-canary: ", what, " must be <= ", kMaxDeviceCount, ", got ", capacity);
@@ -24,11 +29,15 @@ void CheckCapacityFitsDeviceCount(int64_t capacity, const char* what) {
 void Validate(const PlanArgs& a) {
   const VerifyPlanView& v = a.verify_plan_out;
   const WritePlanView& w = a.write_plan_out;
-  check::AllPresent({{&v.verify_slot_indices, "out_verify_slot_indices"},
-                     {&v.verify_expected_tokens, "out_verify_expected_tokens"},
-                     {&v.verify_expected_positions, "out_verify_expected_positions"},
-                     {&v.verify_prev_slot_indices, "out_verify_prev_slot_indices"},
-                     {&v.verify_num_valid, "out_verify_num_valid"},
+  // An offsets-only plan (for FusedVerify) has none of the four entry arrays.
+  const bool offsets_only = IsOffsetsOnly(v);
+  if (!offsets_only) {
+    check::AllPresent({{&v.verify_slot_indices, "out_verify_slot_indices"},
+                       {&v.verify_expected_tokens, "out_verify_expected_tokens"},
+                       {&v.verify_expected_positions, "out_verify_expected_positions"},
+                       {&v.verify_prev_slot_indices, "out_verify_prev_slot_indices"}});
+  }
+  check::AllPresent({{&v.verify_num_valid, "out_verify_num_valid"},
                      {&v.enable, "out_verify_enable"},
                      {&w.write_offsets, "out_write_offsets"},
                      {&w.write_seed_slot_indices, "out_write_seed_slot_indices"},
@@ -46,7 +55,15 @@ void Validate(const PlanArgs& a) {
     ThrowError("kv-canary: launch_canary_plan_kernels requires full_to_swa_index_mapping when "
                "swa_window_size > 0");
   }
-  if (a.verify_capacity != v.verify_slot_indices.length()) {
+  if (offsets_only && !a.verify_offsets_scratch.defined()) {
+    ThrowError("kv-canary: launch_canary_plan_kernels requires verify_offsets_scratch for an "
+               "offsets-only plan (no verify entry arrays: fused_verify reads the offsets), got None");
+  }
+  if (offsets_only && a.verify_capacity < 0) {
+    ThrowError("kv-canary: launch_canary_plan_kernels verify_capacity must be non-negative, got ",
+               a.verify_capacity);
+  }
+  if (!offsets_only && a.verify_capacity != v.verify_slot_indices.length()) {
     ThrowError("kv-canary: launch_canary_plan_kernels verify_capacity=", a.verify_capacity,
                " does not match verify_plan_out.verify_slot_indices.shape[0]=",
                v.verify_slot_indices.length());
@@ -110,12 +127,15 @@ void Validate(const PlanArgs& a) {
   // P6: the LUT is non-empty.
   if (has_lut) check::HasMinLength(lut, 1, "lut_tensor");
   // P7: the verify arrays.
-  for (const auto& [tensor, name] : {check::Named{&v.verify_slot_indices, "out_verify_slot_indices"},
-                                     {&v.verify_expected_tokens, "out_verify_expected_tokens"},
-                                     {&v.verify_expected_positions, "out_verify_expected_positions"},
-                                     {&v.verify_prev_slot_indices, "out_verify_prev_slot_indices"}}) {
-    check::Contiguous(*tensor, name);
-    check::Vector(*tensor, DType::kInt64, a.verify_capacity, name);
+  if (!offsets_only) {
+    for (const auto& [tensor, name] :
+         {check::Named{&v.verify_slot_indices, "out_verify_slot_indices"},
+          {&v.verify_expected_tokens, "out_verify_expected_tokens"},
+          {&v.verify_expected_positions, "out_verify_expected_positions"},
+          {&v.verify_prev_slot_indices, "out_verify_prev_slot_indices"}}) {
+      check::Contiguous(*tensor, name);
+      check::Vector(*tensor, DType::kInt64, a.verify_capacity, name);
+    }
   }
   // P8: the expected-token pool.
   if (has_pool) {
@@ -135,7 +155,9 @@ void Validate(const PlanArgs& a) {
     check::HasMinLength(a.verify_offsets_scratch, bs + 1, "verify_offsets_scratch");
   }
   // P10: one device. G8: outputs writable.
-  check::SameDevice(v.verify_slot_indices, "out_verify_slot_indices",
+  const bool entries = !offsets_only;
+  check::SameDevice(entries ? v.verify_slot_indices : v.verify_num_valid,
+                    entries ? "out_verify_slot_indices" : "out_verify_num_valid",
                     {{&v.verify_expected_tokens, "out_verify_expected_tokens"},
                      {&v.verify_expected_positions, "out_verify_expected_positions"},
                      {&v.verify_prev_slot_indices, "out_verify_prev_slot_indices"},
@@ -212,13 +234,15 @@ void Plan(const PlanArgs& args, StreamHandle stream) {
   params.scratch = args.verify_offsets_scratch.defined()
                        ? args.verify_offsets_scratch.data_as<int64_t>()
                        : nullptr;
-  switch (SelectBackend(v.verify_slot_indices, "out_verify_slot_indices")) {
+  const TensorView& placed = IsOffsetsOnly(v) ? v.verify_num_valid : v.verify_slot_indices;
+  switch (SelectBackend(placed, IsOffsetsOnly(v) ? "out_verify_num_valid"
+                                                 : "out_verify_slot_indices")) {
     case Backend::kCpu:
       cpu::Plan(params);
       return;
     case Backend::kCuda:
 #if defined(KVC_HAVE_CUDA)
-      CheckCudaLaunch(cuda::Plan(params, v.verify_slot_indices.device().index, stream), "plan");
+      CheckCudaLaunch(cuda::Plan(params, placed.device().index, stream), "plan");
 #endif
       return;
   }

@@ -1,0 +1,56 @@
+// The fused verify (a kvcanary addition, not an SGLang op): the plan-entries stage and verify in
+// one pass. Each entry is derived in the kernel from the plan inputs and the stage-1 offsets, so
+// no per-entry plan array (32 bytes per prefix token) is written or read, and an engine's per-step
+// workspace does not grow with its pool or its batch.
+//
+// Semantics: exactly PlanEntries (into arrays of capacity C = verify_capacity) followed by Verify
+// over them, given the stage-1 outputs of a Plan (offsets-only or full) or PlanOffsets of the
+// same inputs:
+//   kernel_run_counter += 1                      (always, before the enable check)
+//   if verify_enable[0] == 0: return
+//   n = clamp(verify_num_valid[0], 0, C), 0 when bs == 0; slot_run_counter += n
+//   for e in [0, n):
+//     r = the largest batch row with verify_offsets_scratch[r] <= e
+//     position = window start of row r + e - verify_offsets_scratch[r]
+//     the entry (slot, predecessor, position, expected token) the plan would store for
+//     (r, position), checked as Verify checks a plan entry
+// verify_num_valid and the scratch must be what stage 1 wrote for these inputs (a count above
+// the total would check positions past the rows' prefixes: memory-safe, but no plan holds such
+// entries). Rows are recorded in entry order on the CPU; several threads record on CUDA (compare as a
+// multiset). The canary buffer is only read. Throws kvcanary::Error on invalid arguments before
+// anything is written. CUDA: enqueued on `stream`, no synchronisation, graph-capturable.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+
+#include "kvcanary/context.h"
+#include "kvcanary/tensor.h"
+
+namespace kvcanary {
+
+struct FusedVerifyArgs {
+  LaunchContext context;
+  // The other half of the same group, checked against the same entries (as VerifyArgs).
+  std::optional<LaunchContext> paired_context;
+  bool check_verify_expected_token = false;
+  // The plan inputs, as PlanArgs names them (extend_seq_lens is not needed).
+  TensorView req_pool_indices;  // [bs] int64
+  TensorView prefix_lens;       // [bs] int64
+  TensorView req_to_token;      // [rows, width] int32, unit inner stride (spec D10)
+  std::optional<int64_t> req_to_token_stride0;
+  int64_t swa_window_size = 0;
+  TensorView full_to_swa_index_mapping;                 // [lut_len] int64; required when W > 0
+  TensorView req_to_verify_expected_tokens;             // [pool_rows, pool_width] int32 or absent
+  TensorView req_to_verify_expected_tokens_valid_lens;  // [bs] int64; required with the pool
+  int64_t kv_token_id_vs_position_offset = 0;
+  // Stage 1's outputs for these inputs.
+  TensorView verify_offsets_scratch;  // [>= bs+1] int64
+  TensorView verify_num_valid;        // [1] int32
+  TensorView verify_enable;           // [1] int32
+  int64_t verify_capacity = 0;        // the capacity stage 1 was given
+};
+
+void FusedVerify(const FusedVerifyArgs& args, StreamHandle stream = nullptr);
+
+}  // namespace kvcanary

@@ -1,0 +1,325 @@
+// FusedVerify (a kvcanary addition): on seeded random inputs (padding rows, clamped reads, SWA
+// tables, expected-token pools, random capacities and device counts, records partly consistent
+// and partly corrupt) it must check exactly what Plan + Verify check: the same rows in the same
+// order, the same counters, for one half and for a K/V pair. The offsets-only plan that feeds it
+// must produce the same stage-1 outputs as the full plan. Each validation check raises its
+// message and writes nothing.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "kvcanary/kvcanary.h"
+#include "property_oracle.h"
+#include "testutil.h"
+#include "validation_util.h"
+
+namespace kvcanary::testing {
+namespace {
+
+constexpr int64_t kRingCapacity = 64;
+
+// Random plan inputs over a pool of `num_slots` slots, reaching past every edge the ops clamp.
+PlanInputs RandomInputs(Rng& rng, int64_t num_slots) {
+  PlanInputs in;
+  const int64_t rows = rng.Uniform(1, 8);
+  const int64_t width = rng.Uniform(1, 48);
+  in.req_to_token = HostTensor<int32_t>({rows, width});
+  for (int32_t& slot : in.req_to_token.values()) {
+    const int64_t kind = rng.Uniform(0, 19);
+    slot = static_cast<int32_t>(kind == 0   ? 0
+                                : kind == 1 ? num_slots + rng.Uniform(0, 3)
+                                : kind == 2 ? -1
+                                            : rng.Uniform(1, num_slots - 1));
+  }
+  in.req_to_token_pad = rng.Uniform(0, 3);
+  const int64_t bs = rng.Uniform(0, 10);
+  for (int64_t r = 0; r < bs; ++r) {
+    in.rp.push_back(rng.Uniform(0, rows));  // 0 pads; `rows` reads the clamped last row (D7)
+    in.prefix.push_back(rng.Chance(0.05) ? -2 : rng.Uniform(0, width + 2));
+    in.extend.push_back(rng.Uniform(0, 3));
+  }
+  if (rng.Chance(0.3)) {
+    in.window = rng.Uniform(1, 12);
+    in.lut.resize(rng.Uniform(1, num_slots + 3));
+    for (int64_t& slot : in.lut) slot = rng.Uniform(-1, num_slots + 2);
+  }
+  if (rng.Chance(0.6)) {
+    in.has_pool = true;
+    in.pool = HostTensor<int32_t>({rows + 1, width + 1});
+    for (int32_t& token : in.pool.values()) token = static_cast<int32_t>(rng.Uniform(0, 9));
+    for (int64_t r = 0; r < bs; ++r) in.valid_lens.push_back(rng.Uniform(0, width + 2));
+    in.token_offset = rng.Uniform(0, 1);
+  }
+  return in;
+}
+
+// Writes each table row's chain into `state` (later rows overwrite shared slots, which leaves
+// some records inconsistent), then flips a few record bytes.
+void FillRecords(Rng& rng, const PlanInputs& in, const std::vector<KvSource>& sources,
+                 RealKvHashMode mode, CanaryState& state) {
+  const int64_t num_slots = state.canary.shape()[0];
+  const int64_t rows = in.req_to_token.shape()[0];
+  const int64_t width = in.req_to_token.shape()[1];
+  for (int64_t rp = 0; rp < rows; ++rp) {
+    uint64_t running = ChainHeadHash();
+    for (int64_t p = 0; p < width; ++p) {
+      const int64_t slot = Tr(in.lut, Rt(in.req_to_token, rp, p));
+      if (slot < 0 || slot >= num_slots) continue;
+      const int64_t token = rng.Uniform(0, 9);
+      state.set_record(slot, Record{token, p, ToSigned(running),
+                                    ToSigned(OracleRealKv(sources, mode, slot))});
+      running = ChainStep(running, token, p);
+    }
+  }
+  for (int64_t flips = rng.Uniform(0, 3); flips > 0; --flips) {
+    const int64_t slot = rng.Uniform(0, num_slots - 1);
+    state.canary.values()[slot * state.canary.shape()[1] + rng.Uniform(0, 31)] ^= 0x10;
+  }
+}
+
+struct Outcome {
+  std::vector<ViolationRow> rows;
+  int32_t write_index = 0;
+  int64_t slot_runs = 0;
+  int64_t kernel_runs = 0;
+};
+Outcome OutcomeOf(const CanaryState& state) {
+  return Outcome{state.rows(), state.write_index[0], state.slot_run_counter[0],
+                 state.kernel_run_counter[0]};
+}
+void ExpectSameOutcome(const CanaryState& planned, const CanaryState& fused) {
+  const Outcome a = OutcomeOf(planned);
+  const Outcome b = OutcomeOf(fused);
+  EXPECT_EQ(b.rows, a.rows);
+  EXPECT_EQ(b.write_index, a.write_index);
+  EXPECT_EQ(b.slot_runs, a.slot_runs);
+  EXPECT_EQ(b.kernel_runs, a.kernel_runs);
+}
+
+TEST(FusedVerify, ChecksWhatPlanThenVerifyChecks) {
+  int64_t rows_seen = 0, clean_entries_seen = 0;
+  for (uint64_t seed = 1; seed <= 400; ++seed) {
+    SCOPED_TRACE(SeedTrace(seed));
+    Rng rng(seed);
+    const int64_t num_slots = rng.Uniform(4, 200);
+    const PlanInputs in = RandomInputs(rng, num_slots);
+    const RealKvHashMode mode = ModeOf(rng.Uniform(0, 2));
+    const std::vector<KvSource> sources = RandomSources(rng, num_slots);
+    const bool check_token = rng.Chance(0.5);
+    const bool paired = rng.Chance(0.4);
+    CanaryState k(num_slots, kRingCapacity, RandomStride(seed));
+    CanaryState v(num_slots, kRingCapacity, RandomStride(seed + 1));
+    FillRecords(rng, in, sources, mode, k);
+    FillRecords(rng, in, sources, mode, v);
+    CanaryState fused_k = k, fused_v = v;
+
+    const PlanCall call(in);
+    PlanBuffers full = RandomCapacityBuffers(rng, in);
+    const int64_t capacity = full.slots.shape()[0];
+    const int64_t write_capacity = full.seeds.shape()[0];
+    call.Fused(full, /*with_scratch=*/true);
+    PlanBuffers offsets_only = SentinelBuffers(capacity, write_capacity);
+    const HostTensor<int64_t> scratch({in.bs() + 1}, kSentinel);
+    FusedVerifyArgs fused = call.OffsetsOnly(offsets_only, scratch, capacity);
+    EXPECT_EQ(offsets_only.num_valid[0], full.num_valid[0]);
+    EXPECT_EQ(offsets_only.enable[0], full.enable[0]);
+    EXPECT_EQ(Values(offsets_only.offsets), Values(full.offsets));
+    EXPECT_EQ(Values(offsets_only.seeds), Values(full.seeds));
+    EXPECT_EQ(offsets_only.num_valid_reqs[0], full.num_valid_reqs[0]);
+    if (rng.Chance(0.2)) {
+      // A device count below stage 1's total, which both clamp (D2). (Above it, Verify would read
+      // plan entries stage 2 never wrote: no state a plan can produce.)
+      const int64_t total = Size(OraclePlan(in).entries);
+      const auto count = static_cast<int32_t>(rng.Uniform(-3, std::min(total, capacity)));
+      full.num_valid[0] = offsets_only.num_valid[0] = count;
+    }
+
+    VerifyArgs planned{ContextWith(k, sources, mode), full.verify(), check_token};
+    fused.context = ContextWith(fused_k, sources, mode);
+    fused.check_verify_expected_token = check_token;
+    if (paired) {
+      planned.paired_context = ContextWith(v, sources, mode);
+      fused.paired_context = ContextWith(fused_v, sources, mode);
+    }
+    Verify(planned);
+    FusedVerify(fused);
+    ExpectSameOutcome(k, fused_k);
+    if (paired) ExpectSameOutcome(v, fused_v);
+    rows_seen += fused_k.write_index[0];
+    clean_entries_seen += fused_k.slot_run_counter[0] - fused_k.write_index[0];
+  }
+  // The cases reach both outcomes, so the comparison above could fail either way.
+  EXPECT_GT(rows_seen, 1000);
+  EXPECT_GT(clean_entries_seen, 1000);
+}
+
+TEST(FusedVerify, EmptyBatchCountsTheLaunchOnly) {
+  CanaryState state(8);
+  const HostTensor<int64_t> empty({0});
+  const HostTensor<int32_t> table({2, 4}, 1);
+  const HostTensor<int64_t> scratch({1}, 0);
+  const HostTensor<int32_t> num_valid({1}, 5);  // stale: an empty batch checks nothing
+  const HostTensor<int32_t> enable({1}, 1);
+  FusedVerifyArgs args;
+  args.context = state.Context();
+  args.req_pool_indices = empty.view();
+  args.prefix_lens = empty.view();
+  args.req_to_token = table.view();
+  args.verify_offsets_scratch = scratch.view();
+  args.verify_num_valid = num_valid.view();
+  args.verify_enable = enable.view();
+  args.verify_capacity = 8;
+  FusedVerify(args);
+  EXPECT_EQ(state.kernel_run_counter[0], 1);
+  EXPECT_EQ(state.slot_run_counter[0], 0);
+  EXPECT_EQ(state.write_index[0], 0);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Validation: a valid call, one thing broken at a time.
+
+class FusedVerifyValidation : public ::testing::Test {
+ protected:
+  FusedVerifyValidation()
+      : state_(8),
+        rp_({2}, 1),
+        prefix_({2}, 2),
+        table_({2, 4}, 3),
+        scratch_({3}, 0),
+        num_valid_({1}, 4),
+        enable_({1}, 1),
+        lut_({8}, 1),
+        pool_({2, 4}, 1),
+        lens_({2}, 2) {
+    std::fill(state_.canary.values().begin(), state_.canary.values().end(), 0xA5);
+    state_.write_index[0] = 3;
+    state_.slot_run_counter[0] = 100;
+    state_.kernel_run_counter[0] = 7;
+    args_.context = state_.Context();
+    args_.req_pool_indices = rp_.view();
+    args_.prefix_lens = prefix_.view();
+    args_.req_to_token = table_.view();
+    args_.verify_offsets_scratch = scratch_.view();
+    args_.verify_num_valid = num_valid_.view();
+    args_.verify_enable = enable_.view();
+    args_.verify_capacity = 4;
+  }
+
+  void ExpectRejected(const std::string& message) {
+    ByteSnapshot outputs(state_.canary, state_.ring, state_.write_index, state_.slot_run_counter,
+                         state_.kernel_run_counter);
+    EXPECT_KVC_ERROR(FusedVerify(args_), message);
+    EXPECT_TRUE(outputs.Unchanged());
+  }
+
+  CanaryState state_;
+  HostTensor<int64_t> rp_, prefix_;
+  HostTensor<int32_t> table_;
+  HostTensor<int64_t> scratch_;
+  HostTensor<int32_t> num_valid_, enable_;
+  HostTensor<int64_t> lut_;
+  HostTensor<int32_t> pool_;
+  HostTensor<int64_t> lens_;
+  FusedVerifyArgs args_;
+};
+
+TEST_F(FusedVerifyValidation, AValidCallRuns) {
+  FusedVerify(args_);
+  EXPECT_EQ(state_.kernel_run_counter[0], 8);
+  EXPECT_EQ(state_.slot_run_counter[0], 104);
+}
+
+TEST_F(FusedVerifyValidation, RequiredTensors) {
+  args_.verify_offsets_scratch = TensorView();
+  ExpectRejected("kv-canary: verify_offsets_scratch is required, got None");
+  args_.verify_offsets_scratch = scratch_.view();
+  args_.req_to_token = TensorView();
+  ExpectRejected("kv-canary: req_to_token is required, got None");
+}
+
+TEST_F(FusedVerifyValidation, ContextChecksOfVerify) {
+  HostTensor<uint8_t> narrow({8, 16});
+  args_.context.canary_buf = narrow.view();
+  ExpectRejected(
+      "kv-canary: canary_verify: slot_stride_bytes must hold at least 32 bytes per slot, got 16");
+}
+
+TEST_F(FusedVerifyValidation, WindowNeedsATable) {
+  args_.swa_window_size = 2;
+  ExpectRejected("kv-canary: fused_verify requires full_to_swa_index_mapping when "
+                 "swa_window_size > 0");
+}
+
+TEST_F(FusedVerifyValidation, PoolNeedsValidLens) {
+  args_.req_to_verify_expected_tokens = pool_.view();
+  ExpectRejected("kv-canary: fused_verify requires req_to_verify_expected_tokens_valid_lens when "
+                 "req_to_verify_expected_tokens is set");
+}
+
+TEST_F(FusedVerifyValidation, CapacityRange) {
+  args_.verify_capacity = -1;
+  ExpectRejected("kv-canary: fused_verify verify_capacity must be in [0, 2147483647], got -1");
+}
+
+TEST_F(FusedVerifyValidation, BatchVectors) {
+  HostTensor<int64_t> short_prefix({1}, 2);
+  args_.prefix_lens = short_prefix.view();
+  ExpectRejected("kv-canary: prefix_lens length must be 2, got 1");
+  args_.prefix_lens = prefix_.view();
+  args_.req_pool_indices = Recast(rp_, DType::kInt32);
+  ExpectRejected("kv-canary: req_pool_indices must have dtype torch.int64, got torch.int32");
+}
+
+TEST_F(FusedVerifyValidation, StageOneOutputs) {
+  HostTensor<int64_t> short_scratch({2}, 0);
+  args_.verify_offsets_scratch = short_scratch.view();
+  ExpectRejected("kv-canary: verify_offsets_scratch length must be >= 3, got 2");
+  args_.verify_offsets_scratch = scratch_.view();
+  args_.verify_enable = Recast(lens_, DType::kInt64);
+  ExpectRejected("kv-canary: verify_enable must have dtype torch.int32, got torch.int64");
+}
+
+TEST_F(FusedVerifyValidation, TableLayoutAndPitch) {
+  args_.req_to_token_stride0 = 5;
+  ExpectRejected("kv-canary: req_to_token_stride0=5 does not match req_to_token.stride(0)=4");
+}
+
+TEST_F(FusedVerifyValidation, OneDevice) {
+  args_.verify_num_valid = OnCuda(num_valid_);
+  ExpectRejected("kv-canary: verify_num_valid must be on canary_buf's device cpu, got cuda:0");
+}
+
+TEST(OffsetsOnlyPlan, RequiresTheScratch) {
+  PlanBuffers out(4, 2);
+  const HostTensor<int64_t> rp({1}, 1), prefix({1}, 1), extend({1}, 1);
+  const HostTensor<int32_t> table({2, 4}, 1);
+  PlanArgs args;
+  args.verify_plan_out = VerifyPlanView{TensorView(), TensorView(), TensorView(), TensorView(),
+                                        out.num_valid.view(), out.enable.view()};
+  args.write_plan_out = out.write();
+  args.req_pool_indices = rp.view();
+  args.prefix_lens = prefix.view();
+  args.extend_seq_lens = extend.view();
+  args.req_to_token = table.view();
+  args.verify_capacity = 4;
+  EXPECT_KVC_ERROR(Plan(args),
+                   "kv-canary: launch_canary_plan_kernels requires verify_offsets_scratch for an "
+                   "offsets-only plan (no verify entry arrays: fused_verify reads the offsets), "
+                   "got None");
+  const HostTensor<int64_t> scratch({2}, 0);
+  args.verify_offsets_scratch = scratch.view();
+  args.verify_capacity = -1;
+  EXPECT_KVC_ERROR(Plan(args),
+                   "kv-canary: launch_canary_plan_kernels verify_capacity must be non-negative, "
+                   "got -1");
+  args.verify_capacity = 0;  // any capacity: no array to match
+  Plan(args);
+  EXPECT_EQ(out.enable[0], 0);  // one entry overflows capacity 0
+  EXPECT_EQ(out.num_valid[0], 0);
+}
+
+}  // namespace
+}  // namespace kvcanary::testing
