@@ -23,6 +23,14 @@ inline constexpr int64_t VerifyBytes(int64_t entries, bool check_token, int num_
                     num_sources * kRealKvBlockBytes);
 }
 
+// The fused verify derives each entry from its req_to_token cell (int32) instead of reading a plan
+// entry; the expected-token pool cell (int32) only with the token check on. The predecessor's cell
+// is the previous entry's, so it is not counted twice.
+inline constexpr int64_t FusedVerifyBytes(int64_t entries, bool check_token, int num_sources) {
+  return entries * (2 * kCanarySlotBytes + (check_token ? 2 : 1) * int64_t{4} +
+                    num_sources * kRealKvBlockBytes);
+}
+
 // Per token: input_ids, positions and out_cache_loc read (int64 each), one record written; per
 // source 16 bytes. Per-row plan reads and seed records are not per token and are left out.
 inline constexpr int64_t WriteBytes(int64_t tokens, int num_sources) {
@@ -35,16 +43,20 @@ inline constexpr int64_t PlanBytes(int64_t entries, int64_t rows) {
   return entries * (4 * int64_t{8} + 2 * int64_t{4}) + rows * (3 + 2) * int64_t{8};
 }
 
-// One canary step: plan, then verify and write for HEAD K/V (no sources) and TAIL K/V
-// (`tail_sources` each).
+// The offsets-only plan: per row its three inputs read and its write-plan entries written.
+inline constexpr int64_t PlanOffsetsBytes(int64_t rows) { return rows * (3 + 2) * int64_t{8}; }
+
+// One canary step as the runtime runs it: the offsets-only plan, then fused verify and write for
+// HEAD K/V (no sources) and TAIL K/V (`tail_sources` each).
 inline constexpr int64_t StepBytes(int64_t entries, int64_t rows, int64_t tokens, bool check_token,
                                    int tail_sources) {
-  return PlanBytes(entries, rows) + 2 * VerifyBytes(entries, check_token, 0) +
-         2 * VerifyBytes(entries, check_token, tail_sources) + 2 * WriteBytes(tokens, 0) +
+  return PlanOffsetsBytes(rows) + 2 * FusedVerifyBytes(entries, check_token, 0) +
+         2 * FusedVerifyBytes(entries, check_token, tail_sources) + 2 * WriteBytes(tokens, 0) +
          2 * WriteBytes(tokens, tail_sources);
 }
 
 static_assert(VerifyBytes(1, false, 0) == 88 && VerifyBytes(1, true, 1) == 112);
 static_assert(WriteBytes(1, 0) == 56 && WriteBytes(1, 1) == 72);
+static_assert(FusedVerifyBytes(1, false, 0) == 68 && FusedVerifyBytes(1, true, 1) == 88);
 
 }  // namespace kvcanary::bench

@@ -63,15 +63,17 @@ void CheckPlan(const Checker& check, const CaseLayout& layout, const InputSet& s
               prefix > 1 ? layout.Slot(last, prefix - 2) : -1);
 }
 
-// Breaks the position of one verified record and expects verify to report that slot.
-void ProbeVerify(const Checker& check, Pool& pool, const CaseLayout& layout, const InputSet& set) {
+// Breaks the position of one verified record and expects `run_verify` to report that slot.
+template <typename RunVerify>
+void ProbeVerify(const Checker& check, Pool& pool, const CaseLayout& layout, const InputSet& set,
+                 RunVerify&& run_verify) {
   const CanaryLaunchTag tag = CanaryLaunchTag::kTailKFull;
   const int64_t slot = layout.Slot(set.first_request, layout.shape().prefix - 1);
   const Record good = ReadRecord(pool, tag, slot);
   Record broken = good;
   broken[kCanaryFieldPosition] += 1;
   WriteRecord(pool, tag, slot, broken);
-  Verify(set.verify_args[StepTagIndex(tag)], pool.device().stream());
+  run_verify(StepTagIndex(tag));
   pool.device().Synchronize();
   WriteRecord(pool, tag, slot, good);
   const int32_t found = pool.ViolationCount();
@@ -95,20 +97,24 @@ void CheckCase(Pool& pool, const CaseLayout& layout, const std::vector<InputSet>
     slot_runs[t] = pool.SlotRunCount(kStepTags[t]);
     kernel_runs[t] = pool.KernelRunCount(kStepTags[t]);
   }
+  // Each set runs the planned step (whose entries CheckPlan reads) and then the runtime's fused
+  // step, which rewrites the same records with the same values.
   for (const InputSet& set : sets) {
-    RunStep(set, pool.device().stream());
+    RunPlannedStep(set, pool.device().stream());
     pool.device().Synchronize();
     CheckPlan(check, layout, set);
+    RunStep(set, pool.device().stream());
   }
+  pool.device().Synchronize();
   check.Equal("violations", pool.ViolationCount(), 0);
   const int64_t count = static_cast<int64_t>(sets.size());
   for (int t = 0; t < 4; ++t) {
     const std::string tag = LaunchTagName(static_cast<int64_t>(kStepTags[t]));
     // Verify counts every entry, write every token written.
     check.Equal(tag + " slot_run_counter increase", pool.SlotRunCount(kStepTags[t]) - slot_runs[t],
-                count * (sets[0].verify_entries + sets[0].write_tokens));
+                2 * count * (sets[0].verify_entries + sets[0].write_tokens));
     check.Equal(tag + " kernel_run_counter increase",
-                pool.KernelRunCount(kStepTags[t]) - kernel_runs[t], 2 * count);
+                pool.KernelRunCount(kStepTags[t]) - kernel_runs[t], 4 * count);
   }
   const InputSet& set = sets.front();
   if (set.write_tokens > 0) {
@@ -124,7 +130,12 @@ void CheckCase(Pool& pool, const CaseLayout& layout, const std::vector<InputSet>
                   fingerprinted);
     }
   }
-  if (set.verify_entries > 0) ProbeVerify(check, pool, layout, set);
+  if (set.verify_entries > 0) {
+    const StreamHandle stream = pool.device().stream();
+    ProbeVerify(check, pool, layout, set, [&](int t) { Verify(set.verify_args[t], stream); });
+    ProbeVerify(check, pool, layout, set,
+                [&](int t) { FusedVerify(set.fused_verify_args[t], stream); });
+  }
 }
 
 void CheckNoViolations(const Pool& pool, const std::string& where) {

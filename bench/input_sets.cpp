@@ -73,6 +73,10 @@ void BuildSet(const Pool& pool, const CaseLayout& layout, int64_t first_request,
   plan.req_to_token = pool.req_to_token().view();
   plan.verify_capacity = capacity;
   plan.verify_offsets_scratch = set.scratch.view();
+  set.offsets_plan_args = plan;
+  set.offsets_plan_args.verify_plan_out = VerifyPlanView{
+      TensorView(), TensorView(), TensorView(), TensorView(), set.verify_num_valid.view(),
+      set.verify_enable.view()};
 }
 
 }  // namespace
@@ -110,6 +114,16 @@ void BindMode(std::vector<InputSet>& sets, const Pool& pool, RealData mode) {
       verify.context = context;
       verify.plan = set.plan_args.verify_plan_out;
       verify.check_verify_expected_token = kCheckVerifyExpectedToken;
+      FusedVerifyArgs& fused = set.fused_verify_args[t];
+      fused.context = context;
+      fused.check_verify_expected_token = kCheckVerifyExpectedToken;
+      fused.req_pool_indices = set.req_pool_indices.view();
+      fused.prefix_lens = set.prefix_lens.view();
+      fused.req_to_token = pool.req_to_token().view();
+      fused.verify_offsets_scratch = set.scratch.view();
+      fused.verify_num_valid = set.verify_num_valid.view();
+      fused.verify_enable = set.verify_enable.view();
+      fused.verify_capacity = set.plan_args.verify_capacity;
       WriteArgs& write = set.write_args[t];
       write.context = context;
       write.plan = set.plan_args.write_plan_out;
@@ -121,6 +135,18 @@ void BindMode(std::vector<InputSet>& sets, const Pool& pool, RealData mode) {
 }
 
 void RunStep(const InputSet& set, StreamHandle stream) {
+  Plan(set.offsets_plan_args, stream);
+  for (int k = 0; k < 4; k += 2) {
+    FusedVerifyArgs verify = set.fused_verify_args[k];
+    verify.paired_context = set.fused_verify_args[k + 1].context;
+    FusedVerify(verify, stream);
+    WriteArgs write = set.write_args[k];
+    write.paired_context = set.write_args[k + 1].context;
+    Write(write, stream);
+  }
+}
+
+void RunPlannedStep(const InputSet& set, StreamHandle stream) {
   Plan(set.plan_args, stream);
   // kStepTags holds (HEAD K, HEAD V, TAIL K, TAIL V): each endpoint's K launch carries its V half
   // as the paired context, so the plan is read once per endpoint and the two chains overlap.

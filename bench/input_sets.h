@@ -37,8 +37,11 @@ struct InputSet {
   DeviceTensor input_ids, positions, out_cache_loc;
 
   PlanArgs plan_args;
+  // The same plan without entry arrays (offsets and counts only), for FusedVerify.
+  PlanArgs offsets_plan_args;
   // Indexed like kStepTags; BindMode points them at one real-data mode's contexts.
   std::array<VerifyArgs, 4> verify_args;
+  std::array<FusedVerifyArgs, 4> fused_verify_args;
   std::array<WriteArgs, 4> write_args;
 };
 
@@ -55,9 +58,12 @@ std::vector<InputSet> MakeInputSets(const Pool& pool, const CaseLayout& layout, 
 
 void BindMode(std::vector<InputSet>& sets, const Pool& pool, RealData mode);
 
-// One canary step as the runtime runs it (spec/bench.md, spec/runtime.md §5): plan, then verify
-// and write for HEAD and for TAIL, each a paired K/V launch.
+// One canary step as the runtime runs it (spec/bench.md, spec/runtime.md §5): the offsets-only
+// plan, then fused verify and write for HEAD and for TAIL, each a paired K/V launch.
 void RunStep(const InputSet& set, StreamHandle stream);
+
+// The same step through the plan arrays: the full plan, then Verify of its entries.
+void RunPlannedStep(const InputSet& set, StreamHandle stream);
 
 // Index of `tag` in kStepTags.
 int StepTagIndex(CanaryLaunchTag tag);

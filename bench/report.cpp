@@ -58,27 +58,34 @@ void PrintTable(std::ostream& out, const BenchResults& results) {
       << results.reps << " reps after " << results.warmup << " warm-up, µs\n\n";
   out << "ceiling: " << ceiling.method << ": " << Format("%.2f", ceiling.gbps)
       << " GB/s read+write, " << Time(ceiling.time) << " µs\n\n";
-  out << "| case | real KV | entries | tokens | plan µs | verify µs | verify GB/s | % ceil | "
-         "write µs | write GB/s | % ceil | step µs | step floor µs | step / floor | "
-         "chain floor µs | write / chain |\n";
-  out << "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n";
+  out << "| case | real KV | entries | tokens | plan µs | verify µs | % ceil | offsets plan µs | "
+         "fused verify µs | fused GB/s | % ceil | write µs | write GB/s | % ceil | step µs | "
+         "step floor µs | step / floor | planned step µs | chain floor µs | write / chain |\n";
+  out << "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n";
   for (const CaseResult& r : results.cases) {
     out << "| " << r.shape.name << " | " << RealDataName(r.real_data) << " | " << r.verify_entries
         << " | " << r.write_tokens << " | " << Time(r.plan) << " | " << Time(r.verify.time) << " | "
-        << Bandwidth(r.verify) << " | " << Percent(r.verify) << " | " << Time(r.write.time) << " | "
-        << Bandwidth(r.write) << " | " << Percent(r.write) << " | " << Time(r.step) << " | "
+        << Percent(r.verify) << " | " << Time(r.offsets_plan) << " | "
+        << Time(r.fused_verify.time) << " | " << Bandwidth(r.fused_verify) << " | "
+        << Percent(r.fused_verify) << " | " << Time(r.write.time) << " | " << Bandwidth(r.write)
+        << " | " << Percent(r.write) << " | " << Time(r.step) << " | "
         << Format("%.1f", r.step_floor_us) << " | " << Ratio(r.step.median_us, r.step_floor_us)
-        << " | " << (r.chain_floor.reps > 0 ? Time(r.chain_floor) : "–") << " | "
+        << " | " << Time(r.planned_step) << " | "
+        << (r.chain_floor.reps > 0 ? Time(r.chain_floor) : "–") << " | "
         << (r.chain_floor.reps > 0 ? Ratio(r.write.time.median_us, r.chain_floor.median_us) : "–")
         << " |\n";
   }
   out << "\nentries = verify entries (batch x prefix), tokens = written tokens (batch x extend). "
-         "verify and write: the TAIL K launch; bytes per entry "
+         "verify, fused verify and write: the TAIL K launch; bytes per entry "
       << VerifyBytes(1, kCheckVerifyExpectedToken, 0) << " (none) / "
-      << VerifyBytes(1, kCheckVerifyExpectedToken, 1) << " (partial), per token "
-      << WriteBytes(1, 0) << " / " << WriteBytes(1, 1)
-      << ". step = plan + verify and write for HEAD and TAIL, each a paired K/V launch (one "
-         "graph replay on CUDA); step floor = the step's counted bytes over the ceiling. chain "
+      << VerifyBytes(1, kCheckVerifyExpectedToken, 1) << " (partial) through the plan arrays, "
+      << FusedVerifyBytes(1, kCheckVerifyExpectedToken, 0) << " / "
+      << FusedVerifyBytes(1, kCheckVerifyExpectedToken, 1)
+      << " fused (a req_to_token cell instead of a plan entry), per token " << WriteBytes(1, 0)
+      << " / " << WriteBytes(1, 1)
+      << ". step = the runtime's step: offsets plan + fused verify and write for HEAD and TAIL, "
+         "each a paired K/V launch (one graph replay on CUDA); step floor = its counted bytes "
+         "over the ceiling; planned step = the same with the full plan and Verify. chain "
          "floor = one thread stepping the chain hash once per written token (one-request "
          "prefills only): no write of those tokens can be faster.\n";
 }
@@ -112,8 +119,11 @@ void WriteJson(std::ostream& out, const BenchResults& results) {
                              {"write_tokens", r.write_tokens},
                              {"plan", TimeJson(r.plan)},
                              {"verify", OpJson(r.verify)},
+                             {"offsets_plan", TimeJson(r.offsets_plan)},
+                             {"fused_verify", OpJson(r.fused_verify)},
                              {"write", OpJson(r.write)},
                              {"step", TimeJson(r.step)},
+                             {"planned_step", TimeJson(r.planned_step)},
                              {"step_bytes", r.step_bytes},
                              {"step_floor_us", r.step_floor_us},
                              {"chain_floor", TimeJson(r.chain_floor)}});

@@ -55,9 +55,16 @@ CaseResult TimeCase(BenchDevice& device, const BenchResults& results, const Benc
   result.plan = time("plan", [&](const InputSet& set) { Plan(set.plan_args, stream); });
   const TimingStats verify =
       time("verify", [&](const InputSet& set) { Verify(set.verify_args[tail_k], stream); });
+  result.offsets_plan =
+      time("offsets plan", [&](const InputSet& set) { Plan(set.offsets_plan_args, stream); });
+  const TimingStats fused_verify = time("fused verify", [&](const InputSet& set) {
+    FusedVerify(set.fused_verify_args[tail_k], stream);
+  });
   const TimingStats write =
       time("write", [&](const InputSet& set) { Write(set.write_args[tail_k], stream); });
   result.step = time("step", [&](const InputSet& set) { RunStep(set, stream); });
+  result.planned_step =
+      time("planned step", [&](const InputSet& set) { RunPlannedStep(set, stream); });
   if (sets[0].write_tokens > 0 && result.verify_entries == 0) {
     progress("chain floor");
     result.chain_floor = device.TimeChainFloor(results.reps, result.write_tokens);
@@ -67,6 +74,9 @@ CaseResult TimeCase(BenchDevice& device, const BenchResults& results, const Benc
   result.verify =
       WithBytes(verify, VerifyBytes(result.verify_entries, kCheckVerifyExpectedToken, sources),
                 results.ceiling);
+  result.fused_verify = WithBytes(
+      fused_verify, FusedVerifyBytes(result.verify_entries, kCheckVerifyExpectedToken, sources),
+      results.ceiling);
   result.write = WithBytes(write, WriteBytes(result.write_tokens, sources), results.ceiling);
   result.step_bytes = StepBytes(result.verify_entries, shape.batch,
                                 result.write_tokens, kCheckVerifyExpectedToken, sources);

@@ -26,10 +26,13 @@ struct CaseResult {
   int64_t input_sets = 0;      // batches rotated through
   int64_t verify_entries = 0;  // per launch
   int64_t write_tokens = 0;    // per launch
-  TimingStats plan;
-  OpResult verify;  // TAIL K: the launch that fingerprints in partial mode
-  OpResult write;   // TAIL K
-  TimingStats step;        // one graph replay on CUDA
+  TimingStats plan;          // the full plan (entry arrays)
+  OpResult verify;           // TAIL K: the launch that fingerprints in partial mode
+  TimingStats offsets_plan;  // the offsets-only plan the fused path runs
+  OpResult fused_verify;     // TAIL K, entries derived in the kernel
+  OpResult write;            // TAIL K
+  TimingStats step;          // the runtime's step (fused path): one graph replay on CUDA
+  TimingStats planned_step;  // the same step through the plan arrays
   int64_t step_bytes = 0;  // StepBytes of this case
   double step_floor_us = 0;  // step_bytes over the ceiling
   TimingStats chain_floor;   // one-request cases: the serial floor of the write (reps = 0: none)

@@ -83,14 +83,17 @@ KVC_HOST_DEVICE int64_t FusedEntryCount(const FusedVerifyParams& p) {
   return ClampCount(*p.num_valid, p.capacity);  // D2
 }
 
-// Entry e exactly as the plan-entries stage would store it.
-KVC_HOST_DEVICE VerifyEntry FusedEntry(const FusedVerifyParams& p, int64_t e) {
-  const int64_t r = RowOfEntry(p.scratch, p.in.bs, e);
+// Entry e of batch row r exactly as the plan-entries stage would store it.
+KVC_HOST_DEVICE VerifyEntry FusedEntryInRow(const FusedVerifyParams& p, int64_t r, int64_t e) {
   const int64_t rp = p.in.req_pool_indices[r];
   const int64_t position = EntryPosition(p.in, p.scratch, r, e);
   VerifyEntry entry = DeriveVerifyEntry(p.in, rp, position);
   entry.expected_token = p.check_token ? ExpectedToken(p.in.pool, r, rp, position) : -1;
   return entry;
+}
+
+KVC_HOST_DEVICE VerifyEntry FusedEntry(const FusedVerifyParams& p, int64_t e) {
+  return FusedEntryInRow(p, RowOfEntry(p.scratch, p.in.bs, e), e);
 }
 
 }  // namespace kvcanary

@@ -14,31 +14,53 @@ namespace {
 
 constexpr int64_t kPrefetchDistance = 16;
 
-// Counts the launch, then checks entries [0, n) of an enabled launch; entry_of(e) gives entry e.
-template <typename EntryOf>
+// Counts the launch, then checks entries [0, n) of an enabled launch. make_cursor() gives an
+// object whose At(e) returns entry e, asked for in increasing e.
+template <typename MakeCursor>
 void CheckEntries(const LaunchParams& launch, bool check_token, bool enabled, int64_t n,
-                  EntryOf&& entry_of) {
+                  MakeCursor&& make_cursor) {
   *launch.kernel_run_counter = WrapAdd(*launch.kernel_run_counter, 1);
   if (!enabled) return;
   *launch.slot_run_counter = WrapAdd(*launch.slot_run_counter, n);
   const int chunks = ChunkCount(n);
   std::vector<std::vector<ViolationRow>> found(chunks);
   ForEachChunk(n, chunks, [&](int chunk, int64_t begin, int64_t end) {
+    auto cursor = make_cursor(begin);
+    auto ahead = make_cursor(begin + kPrefetchDistance);
     for (int64_t e = begin; e < end; ++e) {
       // Records are random 32-byte reads: asking for the one kPrefetchDistance entries ahead keeps
       // several cache misses in flight instead of one (a hint only; results cannot change).
       if (e + kPrefetchDistance < end) {
-        const int64_t slot = entry_of(e + kPrefetchDistance).slot;
+        const int64_t slot = ahead.At(e + kPrefetchDistance).slot;
         if (IsCheckedSlot(launch, slot)) {
           __builtin_prefetch(launch.canary + slot * launch.slot_stride_bytes);
         }
       }
       ViolationRow row;
-      if (CheckEntry(launch, check_token, entry_of(e), &row) != 0) found[chunk].push_back(row);
+      if (CheckEntry(launch, check_token, cursor.At(e), &row) != 0) found[chunk].push_back(row);
     }
   });
   for (const std::vector<ViolationRow>& rows : found) RecordViolations(launch, rows);
 }
+
+// Entries of a plan's arrays.
+struct PlannedCursor {
+  const VerifyParams* params;
+  VerifyEntry At(int64_t e) const { return PlannedEntry(*params, e); }
+};
+
+// Entries derived from the plan inputs: the row found once by binary search, then walked forward
+// (the offsets are non-decreasing).
+struct FusedCursor {
+  FusedCursor(const FusedVerifyParams& p, int64_t first)
+      : params(&p), row(RowOfEntry(p.scratch, p.in.bs, first)) {}
+  VerifyEntry At(int64_t e) {
+    while (row + 1 < params->in.bs && params->scratch[row + 1] <= e) ++row;
+    return FusedEntryInRow(*params, row, e);
+  }
+  const FusedVerifyParams* params;
+  int64_t row;
+};
 
 }  // namespace
 
@@ -46,12 +68,13 @@ void Verify(const VerifyParams& params) {
   const bool enabled = *params.enable != 0;
   const int64_t n = enabled ? ClampCount(*params.num_valid, params.capacity) : 0;  // D2
   CheckEntries(params.launch, params.check_token, enabled, n,
-               [&](int64_t e) { return PlannedEntry(params, e); });
+               [&](int64_t) { return PlannedCursor{&params}; });
 }
 
 void FusedVerify(const FusedVerifyParams& params) {
-  CheckEntries(params.launch, params.check_token, *params.enable != 0, FusedEntryCount(params),
-               [&](int64_t e) { return FusedEntry(params, e); });
+  const int64_t n = FusedEntryCount(params);
+  CheckEntries(params.launch, params.check_token, *params.enable != 0, n,
+               [&](int64_t first) { return FusedCursor(params, first < n ? first : n - 1); });
 }
 
 }  // namespace kvcanary::cpu

@@ -67,6 +67,7 @@ struct BackendStep {
         valid_lens(MirrorOptional<Buf>(in.valid_lens)),
         scratch(MirrorOptional<Buf>(in.scratch)),
         stage_scratch(HostTensor<int64_t>({kPlanOffsetsScratchMinLength}, -3)),
+        fused_scratch(HostTensor<int64_t>({in.req_pool_indices.shape()[0] + 1}, -3)),
         input_ids(in.input_ids),
         positions(in.positions),
         out_cache_loc(in.out_cache_loc),
@@ -147,6 +148,36 @@ struct BackendStep {
     a.swa_window_size = inputs.window;
     return a;
   }
+  // The offsets-only plan that feeds FusedVerify: the counts and write plan into `plan` (its
+  // entry arrays stay as they were), the offsets into fused_scratch.
+  PlanArgs OffsetsOnlyPlanArgsOf() const {
+    PlanArgs a = PlanArgsOf();
+    a.verify_plan_out = VerifyPlanView{TensorView(),          TensorView(),
+                                       TensorView(),          TensorView(),
+                                       plan.num_valid.view(), plan.enable.view()};
+    a.verify_offsets_scratch = fused_scratch.view();
+    return a;
+  }
+  FusedVerifyArgs FusedVerifyArgsOf() const {
+    FusedVerifyArgs a;
+    a.context = Context();
+    a.paired_context = PairedContext();
+    a.check_verify_expected_token = inputs.check_token;
+    a.req_pool_indices = req_pool_indices.view();
+    a.prefix_lens = prefix_lens.view();
+    a.req_to_token = TableView();
+    if (inputs.req_to_token_width > 0) a.req_to_token_stride0 = inputs.req_to_token.shape()[1];
+    a.swa_window_size = inputs.window;
+    a.full_to_swa_index_mapping = ViewOf(lut);
+    a.req_to_verify_expected_tokens = ViewOf(pool);
+    a.req_to_verify_expected_tokens_valid_lens = ViewOf(valid_lens);
+    a.kv_token_id_vs_position_offset = inputs.pool_offset;
+    a.verify_offsets_scratch = fused_scratch.view();
+    a.verify_num_valid = plan.num_valid.view();
+    a.verify_enable = plan.enable.view();
+    a.verify_capacity = plan.slots.shape()[0];
+    return a;
+  }
   VerifyArgs VerifyArgsOf() const {
     VerifyArgs a;
     a.context = Context();
@@ -183,6 +214,7 @@ struct BackendStep {
   std::optional<Buf<int32_t>> pool;
   std::optional<Buf<int64_t>> valid_lens, scratch;
   Buf<int64_t> stage_scratch;
+  Buf<int64_t> fused_scratch;
   Buf<int64_t> input_ids, positions, out_cache_loc;
   std::optional<Buf<int64_t>> expected_tokens, expected_positions;
 };

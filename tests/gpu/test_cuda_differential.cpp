@@ -59,12 +59,32 @@ void RunStep(const StepInputs& in, bool write = true) {
   testing::ExpectSameStates(cpu, cuda, "write");
 }
 
+// The offsets-only plan and FusedVerify on both backends, from fresh copies of the inputs.
+void RunFusedVerify(const StepInputs& in) {
+  CpuStep cpu(in);
+  CudaStep cuda(in);
+  Plan(cpu.OffsetsOnlyPlanArgsOf());
+  Plan(cuda.OffsetsOnlyPlanArgsOf());
+  testing::ExpectSamePlan(cpu.plan, cuda.plan.ToHost(), "offsets-only plan");
+  testing::ExpectSameTensor(cpu.fused_scratch, cuda.fused_scratch.ToHost(), "offsets scratch");
+  FusedVerify(cpu.FusedVerifyArgsOf());
+  FusedVerify(cuda.FusedVerifyArgsOf());
+  ASSERT_LE(cpu.primary.state.write_index[0], testing::kSweepRingCapacity)
+      << "the case overflows the ring: rows can no longer be compared as a multiset";
+  testing::ExpectSameStates(cpu, cuda, "fused verify");
+}
+
 class CudaDifferentialSweep : public testing::DeviceTest,
                               public ::testing::WithParamInterface<SweepCase> {};
 
 TEST_P(CudaDifferentialSweep, PlanVerifyWriteMatchTheCpu) {
   SCOPED_TRACE(testing::Describe(GetParam()));
   RunStep(testing::MakeStep(GetParam()));
+}
+
+TEST_P(CudaDifferentialSweep, FusedVerifyMatchesTheCpu) {
+  SCOPED_TRACE(testing::Describe(GetParam()));
+  RunFusedVerify(testing::MakeStep(GetParam()));
 }
 
 INSTANTIATE_TEST_SUITE_P(Sweep, CudaDifferentialSweep, ::testing::ValuesIn(testing::SweepCases()),
@@ -109,6 +129,14 @@ TEST_F(CudaDifferential, CanaryStride40FallsBackToByteCopies) {
   const SweepCase c = StrideCase(40);  // every odd slot's record is only 8-byte aligned
   SCOPED_TRACE(testing::Describe(c));
   RunStep(testing::MakeStep(c));
+  RunFusedVerify(testing::MakeStep(c));
+}
+
+TEST_F(CudaDifferential, CanaryStride33StoresRecordWordsByteWise) {
+  const SweepCase c = StrideCase(33);  // record words at every byte alignment
+  SCOPED_TRACE(testing::Describe(c));
+  RunStep(testing::MakeStep(c));
+  RunFusedVerify(testing::MakeStep(c));
 }
 
 // launch_plan_offsets_kernel then launch_plan_entries_kernel (spec §7.4) on the sweep's cases that

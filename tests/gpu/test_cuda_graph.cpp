@@ -126,10 +126,17 @@ void LoadInputs(Step& step, const StepInputs& in) {
   Overwrite(*step.expected_positions, *in.expected_positions);
 }
 
+// The step as the runtime enqueues it: plan, verify, write; with `fused`, the offsets-only plan
+// and FusedVerify instead of the full plan and Verify.
 template <typename Step>
-void EnqueueStep(const Step& step, cudaStream_t stream) {
-  Plan(step.PlanArgsOf(), stream);
-  Verify(step.VerifyArgsOf(), stream);
+void EnqueueStep(const Step& step, cudaStream_t stream, bool fused) {
+  if (fused) {
+    Plan(step.OffsetsOnlyPlanArgsOf(), stream);
+    FusedVerify(step.FusedVerifyArgsOf(), stream);
+  } else {
+    Plan(step.PlanArgsOf(), stream);
+    Verify(step.VerifyArgsOf(), stream);
+  }
   Write(step.WriteArgsOf(), stream);
 }
 
@@ -161,11 +168,11 @@ struct Graph {
 
 // Captures the step on `stream` in global mode and instantiates the graph. An op that synchronised
 // or otherwise broke the capture leaves the stream's capture invalidated and EndCapture failing.
-void CaptureStep(const CudaStep& step, cudaStream_t stream, Graph& graph) {
+void CaptureStep(const CudaStep& step, cudaStream_t stream, bool fused, Graph& graph) {
   KVC_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
   std::string op_error;
   try {
-    EnqueueStep(step, stream);
+    EnqueueStep(step, stream, fused);
   } catch (const std::exception& error) {
     op_error = error.what();
   }
@@ -186,7 +193,7 @@ class CudaGraph : public testing::DeviceTest {
  protected:
   // Step A (prefill) is captured; steps B (decode) and C (extend, with a corrupted record, the
   // chain-position assert switched on and one token out of place) replay the same graph.
-  static void RunScenario(bool with_scratch) {
+  static void RunScenario(bool with_scratch, bool fused = false) {
     StepInputs a = GraphStep(std::vector<int64_t>(kBs, 0), {8, 5, 3, 7, 2, 9});
     if (!with_scratch) a.scratch.reset();  // the plan allocates its own, stream-ordered
     const StepInputs b = GraphStep({8, 5, 0, 7, 2, 9}, std::vector<int64_t>(kBs, 1));
@@ -197,17 +204,17 @@ class CudaGraph : public testing::DeviceTest {
     {  // Warm up on a throwaway copy, as a runtime does before capturing: the first launches load
        // kernels and read device attributes.
       const CudaStep warm(a);
-      EnqueueStep(warm, stream.get());
+      EnqueueStep(warm, stream.get(), fused);
       KVC_CUDA_CHECK(cudaStreamSynchronize(stream.get()));
     }
     Graph graph;
-    CaptureStep(cuda, stream.get(), graph);
+    CaptureStep(cuda, stream.get(), fused, graph);
     testing::ExpectSameStates(cpu, cuda, "after capture (nothing ran)");
 
     auto replay = [&](const std::string& what) {
       KVC_CUDA_CHECK(cudaGraphLaunch(graph.exec, stream.get()));
       KVC_CUDA_CHECK(cudaStreamSynchronize(stream.get()));
-      EnqueueStep(cpu, nullptr);
+      EnqueueStep(cpu, nullptr, fused);
       testing::ExpectSamePlan(cpu.plan, cuda.plan.ToHost(), what);
       testing::ExpectSameStates(cpu, cuda, what);
     };
@@ -240,6 +247,10 @@ class CudaGraph : public testing::DeviceTest {
 TEST_F(CudaGraph, CapturedStepReplaysWithNewDeviceInputs) { RunScenario(/*with_scratch=*/true); }
 
 TEST_F(CudaGraph, PlanWithoutScratchCapturesItsAllocation) { RunScenario(/*with_scratch=*/false); }
+
+TEST_F(CudaGraph, FusedVerifyStepReplaysWithNewDeviceInputs) {
+  RunScenario(/*with_scratch=*/true, /*fused=*/true);
+}
 
 }  // namespace
 }  // namespace kvcanary
