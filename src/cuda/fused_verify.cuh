@@ -31,7 +31,9 @@ struct LaneEntry {
 };
 
 // Derives entry chunk + lane. Every lane of the warp calls it (shuffles); a lane past n derives
-// entry n-1 again and is inactive. REQUIRES chunk < n.
+// entry n-1 again and is inactive. REQUIRES chunk < n. The row, and so whether the predecessor
+// is shared, is known before any req_to_token read, so a lane that needs its predecessor's cell
+// reads it together with its own.
 __device__ inline LaneEntry DeriveLaneEntry(const FusedVerifyParams& p, int64_t chunk, int64_t n,
                                             int lane) {
   LaneEntry x;
@@ -41,41 +43,44 @@ __device__ inline LaneEntry DeriveLaneEntry(const FusedVerifyParams& p, int64_t 
   const int64_t r = RowOfEntry(p.scratch, p.in.bs, own);
   const int64_t rp = p.in.req_pool_indices[r];
   const int64_t position = EntryPosition(p.in, p.scratch, r, own);
-  x.entry.slot = TranslateSlot(p.in.lut, ReadReqToToken(p.in.req_to_token, rp, position));
-  x.entry.position = position;
-  const int64_t up_slot = __shfl_up_sync(kFusedFullWarp, x.entry.slot, 1);
   const int64_t up_row = __shfl_up_sync(kFusedFullWarp, r, 1);
   // Same row, so lane i-1 holds position - 1: its slot is this entry's predecessor.
   x.shares_predecessor = lane > 0 && up_row == r && position > 0;
-  if (position <= 0) {
-    x.entry.prev_slot = -1;
-  } else if (x.shares_predecessor) {
-    x.entry.prev_slot = up_slot;
-  } else {
-    x.entry.prev_slot =
-        TranslateSlot(p.in.lut, ReadReqToToken(p.in.req_to_token, rp, WrapSub(position, 1)));
-  }
+  const bool reads_predecessor = position > 0 && !x.shares_predecessor;
+  const int64_t cell = ReadReqToToken(p.in.req_to_token, rp, position);
+  const int64_t prev_cell =
+      reads_predecessor ? ReadReqToToken(p.in.req_to_token, rp, WrapSub(position, 1)) : 0;
+  x.entry.slot = TranslateSlot(p.in.lut, cell);
+  x.entry.position = position;
+  const int64_t up_slot = __shfl_up_sync(kFusedFullWarp, x.entry.slot, 1);
+  x.entry.prev_slot = position <= 0              ? -1
+                      : x.shares_predecessor ? up_slot
+                                             : TranslateSlot(p.in.lut, prev_cell);
   x.entry.expected_token = p.check_token ? ExpectedToken(p.in.pool, r, rp, position) : -1;
   return x;
 }
 
-// The fail bits of a lane's entry in one half. Every lane calls it (shuffle). When the
-// predecessor is reachable and shared, lane i-1 checked its slot (the same slot, reachable means
-// inside the pool and not the padding slot), so its record's hash is the one expected.
+// The fail bits of a lane's entry in one half. Every lane calls it (shuffle). A shared,
+// reachable predecessor was checked by lane i-1 (reachable means inside the pool and not the
+// padding slot), so its record's hash comes from there; any other predecessor record is loaded
+// together with the entry's own.
 __device__ inline int64_t LaneFailBits(const FusedVerifyParams& half, const LaneEntry& x) {
   const LaunchParams& launch = half.launch;
+  const int64_t prev = x.entry.prev_slot;
   const bool checked = x.active && IsCheckedSlot(launch, x.entry.slot);
-  Record stored;
+  const bool reachable = IsReachablePredecessor(launch, prev);
+  const bool loads_predecessor = checked && reachable && prev >= 0 && !x.shares_predecessor;
+  Record stored, predecessor;
   if (checked) stored = LoadRecord(launch.canary + x.entry.slot * launch.slot_stride_bytes);
+  if (loads_predecessor) predecessor = LoadRecord(launch.canary + prev * launch.slot_stride_bytes);
   const uint64_t own_hash = checked ? RecordHash(stored) : 0;
   const uint64_t up_hash = __shfl_up_sync(kFusedFullWarp, own_hash, 1);
   if (!checked) return 0;
-  const bool reachable = IsReachablePredecessor(launch, x.entry.prev_slot);
   int64_t expected_hash = stored.prev_hash;
   if (reachable) {
-    expected_hash = ToSigned(x.shares_predecessor && x.entry.prev_slot >= 0
-                                 ? up_hash
-                                 : PredecessorHash(launch, x.entry.prev_slot));
+    expected_hash = ToSigned(prev < 0                  ? ChainHeadHash()
+                             : x.shares_predecessor ? up_hash
+                                                    : RecordHash(predecessor));
   }
   return EntryFailBits(launch, half.check_token, x.entry, stored, reachable, expected_hash);
 }
@@ -93,17 +98,21 @@ __global__ void __launch_bounds__(kFusedVerifyThreads)
   const int lane = threadIdx.x % 32;
   const int64_t warps = int64_t{gridDim.x} * (blockDim.x / 32);
   const int64_t chunk_stride = 32 * warps;
-  // First every chunk's loads and checks (no store between them, so they stay in flight
-  // together), then the rare failures, re-checked with plain loads to build their rows.
+  // First every chunk's loads and checks (no store between them, and no branch: a chunk past n
+  // re-derives entry n-1 inactive), so they stay in flight together; then the rare failures,
+  // re-checked with plain loads to build their rows.
   for (int64_t base = (thread / 32) * 32; base < n; base += kFusedChunks * chunk_stride) {
     LaneEntry x[kFusedChunks];
-    int64_t bits[kFusedChunks][kMaxFusedHalves] = {};
 #pragma unroll
     for (int c = 0; c < kFusedChunks; ++c) {
       const int64_t chunk = base + c * chunk_stride;
-      if (chunk >= n) break;  // uniform across the warp
-      x[c] = DeriveLaneEntry(p, chunk, n, lane);
-      for (int h = 0; h < v.num_halves; ++h) bits[c][h] = LaneFailBits(v.half[h], x[c]);
+      x[c] = DeriveLaneEntry(p, chunk < n ? chunk : n - 1, n, lane);
+      x[c].active = x[c].active && chunk < n;
+    }
+    int64_t bits[kFusedChunks][kMaxFusedHalves] = {};
+    for (int h = 0; h < v.num_halves; ++h) {
+#pragma unroll
+      for (int c = 0; c < kFusedChunks; ++c) bits[c][h] = LaneFailBits(v.half[h], x[c]);
     }
 #pragma unroll
     for (int c = 0; c < kFusedChunks; ++c) {

@@ -68,7 +68,7 @@ struct ForwardState {
   DeviceBuffer expected_tokens;     // [entry capacity] int64
   DeviceBuffer expected_positions;  // [entry capacity] int64
   DeviceBuffer valid_lens;          // [req capacity] int64
-  DeviceBuffer plan_scratch;        // [req capacity + 1] int64
+  DeviceBuffer plan_scratch;        // [req capacity + 1] int64, one per group with fused verify
   // Snapshot after TAIL (§4.4): per group enable (int32), then write index, then counters.
   DeviceBuffer snapshot_enable;     // [groups] int32
   std::unique_ptr<DelayedRead> overflow_read;
@@ -94,6 +94,8 @@ class CanaryManager::Impl {
   void EndStep();
   void LaunchEndpoints(int inner, Stage stage);
   void VerifyGroup(size_t group, Stage stage, const VerifyPlanView& plan, bool check_token);
+  // HEAD or TAIL verify of one group through FusedVerify (Config::fused_verify).
+  void FusedVerifyGroup(const ForwardState& forward, size_t group, Stage stage);
   void Transition(ForwardState& forward, Phase expected, Phase next);
   ForwardState& ForwardAt(int inner);
   void UploadTokenPool(ForwardState& forward, const std::vector<int64_t>& offsets);
@@ -162,6 +164,12 @@ class CanaryManager::Impl {
   DeviceBuffer chain_assert_flag_;   // [1] int32
   DeviceBuffer expected_token_pool_; // [rows, width] int32 (verify token assert only)
   DeviceBuffer sweep_walk_;          // [verify capacity, 3] int64 staging of walk chunks
+  // The sweep's plan per group: its own with fused verify (the forwards' plans have no entry
+  // arrays then), else inner forward 0's, free by phase 4.
+  std::vector<DeviceBuffer> sweep_plan_memory_;
+  std::vector<VerifyPlanView> sweep_plans_;
+  // The bound FusedVerify is given: every prefix position of a full batch (rows x table width).
+  int64_t fused_capacity_ = 0;
   int64_t token_pool_width_ = 0;
   int64_t device_bytes_ = 0;
 

@@ -87,6 +87,7 @@ int64_t CanaryManager::Impl::CountDeviceBytes() const {
   for (const GroupState& group : groups_) {
     for (const DeviceBuffer& buffer : group.buffers) total += buffer.bytes();
   }
+  for (const DeviceBuffer& plan : sweep_plan_memory_) total += plan.bytes();
   for (const ForwardState& forward : forwards_) {
     for (const ForwardState::PerGroup& per_group : forward.groups) {
       total += per_group.verify_plan_memory.bytes() + per_group.write_plan_memory.bytes() +

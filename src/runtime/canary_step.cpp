@@ -140,7 +140,7 @@ PlanArgs CanaryManager::Impl::PlanArgsOf(const ForwardState& forward, size_t gro
   if (groups_[group].spec.kind == GroupKind::kSwa) {
     plan.full_to_swa_index_mapping = groups_[group].spec.full_to_swa;
   }
-  plan.verify_capacity = capacities_.verify_capacity;
+  plan.verify_capacity = config_.fused_verify ? fused_capacity_ : capacities_.verify_capacity;
   if (forward.has_valid_lens) {
     plan.req_to_verify_expected_tokens = expected_token_pool_.View(
         DType::kInt32, {args_.req_to_token.size(0), token_pool_width_});
@@ -149,8 +149,10 @@ PlanArgs CanaryManager::Impl::PlanArgsOf(const ForwardState& forward, size_t gro
                 row_begin, row_end);
   }
   plan.kv_token_id_vs_position_offset = args_.kv_token_id_vs_position_offset;
+  const int64_t scratch_len = capacities_.write_req_capacity + 1;
+  const int64_t scratch_index = config_.fused_verify ? static_cast<int64_t>(group) : 0;
   plan.verify_offsets_scratch =
-      forward.plan_scratch.View(DType::kInt64, {capacities_.write_req_capacity + 1});
+      forward.plan_scratch.View(DType::kInt64, {scratch_len}, 8 * scratch_len * scratch_index);
   return plan;
 }
 
@@ -193,12 +195,40 @@ void CanaryManager::Impl::VerifyGroup(size_t group, Stage stage, const VerifyPla
   Verify(verify, stream_);
 }
 
+void CanaryManager::Impl::FusedVerifyGroup(const ForwardState& forward, size_t group,
+                                           Stage stage) {
+  // The same inputs the forward's offsets-only plan read, and its outputs.
+  const PlanArgs plan = PlanArgsOf(forward, group, 0, forward.batch.batch_size);
+  FusedVerifyArgs verify;
+  verify.context = ContextOf(group, stage, Half::kK);
+  if (HalfActive(groups_[group], Half::kV)) verify.paired_context = ContextOf(group, stage, Half::kV);
+  verify.check_verify_expected_token = config_.enable_verify_token_assert;
+  verify.req_pool_indices = plan.req_pool_indices;
+  verify.prefix_lens = plan.prefix_lens;
+  verify.req_to_token = plan.req_to_token;
+  verify.req_to_token_stride0 = plan.req_to_token_stride0;
+  verify.swa_window_size = plan.swa_window_size;
+  verify.full_to_swa_index_mapping = plan.full_to_swa_index_mapping;
+  verify.req_to_verify_expected_tokens = plan.req_to_verify_expected_tokens;
+  verify.req_to_verify_expected_tokens_valid_lens = plan.req_to_verify_expected_tokens_valid_lens;
+  verify.kv_token_id_vs_position_offset = plan.kv_token_id_vs_position_offset;
+  verify.verify_offsets_scratch = plan.verify_offsets_scratch;
+  verify.verify_num_valid = plan.verify_plan_out.verify_num_valid;
+  verify.verify_enable = plan.verify_plan_out.enable;
+  verify.verify_capacity = plan.verify_capacity;
+  FusedVerify(verify, stream_);
+}
+
 void CanaryManager::Impl::LaunchEndpoints(int inner, Stage stage) {
   ForwardState& forward = ForwardAt(inner);
   const ForwardBatch& batch = forward.batch;
   for (size_t g = 0; g < groups_.size(); ++g) {
     const ForwardState::PerGroup& per_group = forward.groups[g];
-    VerifyGroup(g, stage, per_group.verify_plan, config_.enable_verify_token_assert);
+    if (config_.fused_verify) {
+      FusedVerifyGroup(forward, g, stage);
+    } else {
+      VerifyGroup(g, stage, per_group.verify_plan, config_.enable_verify_token_assert);
+    }
     WriteArgs write;
     write.context = ContextOf(g, stage, Half::kK);
     write.plan = per_group.write_plan;

@@ -1,6 +1,7 @@
 // Periodic sweep (spec/runtime.md §9): re-verifies the TAIL records of every cached prefix, which
 // catches corruption of slots that no running request reads. Runs eagerly in phase 4, through
-// inner forward 0's plan (free by then), in chunks of the verify capacity: never dropped.
+// the sweep plan (inner forward 0's, free by then, unless verify is fused), in chunks of the
+// verify capacity: never dropped.
 #include <algorithm>
 
 #include "runtime/canary_impl.h"
@@ -18,7 +19,7 @@ void CanaryManager::Impl::MaybeSweep() {
   const RadixWalk walk = WalkRadix(*radix_);
   const int64_t capacity = capacities_.verify_capacity;
   for (size_t g = 0; g < groups_.size(); ++g) {
-    const VerifyPlanView& plan = forwards_[0].groups[g].verify_plan;
+    const VerifyPlanView& plan = sweep_plans_[g];
     // At least one launch, even for an empty cache: the health checker expects SWEEP counters
     // to move after every pass.
     for (int64_t begin = 0; begin == 0 || begin < walk.size(); begin += capacity) {

@@ -183,7 +183,8 @@ std::string Config::ToString() const {
       << ", verify_backup=" << BoolName(verify_backup)
       << ", report_untouched_rows=" << BoolName(report_untouched_rows)
       << ", allreduce_violation_signal=" << BoolName(allreduce_violation_signal)
-      << ", incident_file='" << incident_file << "')";
+      << ", incident_file='" << incident_file << "'"
+      << ", fused_verify=" << BoolName(fused_verify) << ")";
   return out.str();
 }
 
@@ -209,6 +210,7 @@ Config Config::FromEnv(const EnvLookup& env) {
   read_bool("KVCANARY_VERIFY_BACKUP", config.verify_backup);
   read_bool("KVCANARY_REPORT_UNTOUCHED_ROWS", config.report_untouched_rows);
   read_bool("KVCANARY_ALLREDUCE_VIOLATION_SIGNAL", config.allreduce_violation_signal);
+  read_bool("KVCANARY_FUSED_VERIFY", config.fused_verify);
   // A path is taken as given, trimmed; an empty value is unset like every other variable.
   if (const std::optional<std::string> path = env("KVCANARY_INCIDENT_FILE")) {
     config.incident_file = std::string(Trim(*path));

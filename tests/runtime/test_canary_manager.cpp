@@ -120,6 +120,7 @@ TEST(CanaryManager, FlippedKvByteIsInvisibleWithoutRealData) {
 
 TEST(CanaryManager, OverflowIsVerifiedInChunks) {
   FakeEngineOptions options = LogOptions();
+  options.config.fused_verify = false;  // SGLang's plan arrays, which can overflow
   options.capacities = Capacities{/*verify=*/16, /*write_req=*/8, /*write_entry=*/256};
   FakeEngine engine(options);
   Seen seen;
@@ -134,6 +135,24 @@ TEST(CanaryManager, OverflowIsVerifiedInChunks) {
   engine.Step();
   ASSERT_FALSE(seen.rows.empty()) << "a step over capacity was not verified";
   EXPECT_GT(engine.canary->split_steps(), 0);
+}
+
+TEST(CanaryManager, FusedVerifyChecksAStepPastThePlanCapacityInTheGraph) {
+  FakeEngineOptions options = LogOptions();
+  options.capacities = Capacities{/*verify=*/16, /*write_req=*/8, /*write_entry=*/256};
+  FakeEngine engine(options);
+  Seen seen;
+  Listen(engine, seen);
+  for (int r = 0; r < 4; ++r) engine.AddRequest(12);
+  for (int i = 0; i < 3; ++i) engine.Step();
+  EXPECT_TRUE(seen.rows.empty());
+  engine.SetSlot(3, 2, engine.SlotOf(4, 9));
+  engine.Step();
+  engine.Step();  // rows reach the host one step later
+  ASSERT_FALSE(seen.rows.empty()) << "a step past the plan capacity was not verified";
+  EXPECT_EQ(engine.canary->split_steps(), 0);
+  EXPECT_FALSE(engine.log.Contains("verified outside the graph in"));
+  EXPECT_FALSE(engine.log.Contains("verify skipped this step"));
 }
 
 TEST(CanaryManager, RaiseModeThrowsOnceWithEveryMessage) {
@@ -217,6 +236,21 @@ TEST(CanaryManager, WorkspaceStaysBelowTenPercentOfTheRecords) {
   EXPECT_LT(workspace, records / 10);
   EXPECT_LT(engine.canary->capacities().verify_capacity, 3 * 200000);
   EXPECT_GE(engine.canary->capacities().verify_capacity, 128);  // the longest row still fits
+}
+
+TEST(CanaryManager, FusedVerifyWorkspaceDoesNotGrowWithThePool) {
+  // With fused verify no per-step array is sized by the pool: ten times the slots, the same
+  // workspace (the sweep's chunk is capped, the forwards' plans hold only their counts).
+  auto workspace = [](int64_t num_slots) {
+    FakeEngineOptions options = LogOptions();
+    options.num_slots = num_slots;
+    FakeEngine engine(options);
+    const int64_t state = 1024 * 64 + 4 + 2 * 8 * 12 + 4;
+    return engine.canary->device_bytes() - engine.canary->record_bytes() - state;
+  };
+  const int64_t small = workspace(300000);
+  EXPECT_GT(small, 0);
+  EXPECT_EQ(workspace(3000000), small);
 }
 
 TEST(CanaryManager, PhaseOrderIsChecked) {

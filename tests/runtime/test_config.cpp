@@ -140,6 +140,12 @@ TEST(Config, ToStringNamesEveryField) {
   EXPECT_NE(text.find("real_data=all"), std::string::npos) << text;
   EXPECT_NE(text.find("ring_capacity=1024"), std::string::npos) << text;
   EXPECT_NE(text.find("allreduce_violation_signal=false"), std::string::npos) << text;
+  EXPECT_NE(text.find("fused_verify=true"), std::string::npos) << text;
+}
+
+TEST(Config, FusedVerifyIsOnUnlessTurnedOff) {
+  EXPECT_TRUE(Config::FromEnv(MapEnv({})).fused_verify);
+  EXPECT_FALSE(Config::FromEnv(MapEnv({{"KVCANARY_FUSED_VERIFY", "0"}})).fused_verify);
 }
 
 TEST(Config, IncidentFileIsReadTrimmedAndEmptyMeansOff) {

@@ -71,6 +71,10 @@ struct Config {
   // KVCANARY_INCIDENT_FILE (kvcanary): when set, the reporter appends one JSON line per shown
   // violation (FormatIncidentJson, metrics.h) to this path. Empty = off.
   std::string incident_file;
+  // KVCANARY_FUSED_VERIFY (kvcanary): HEAD and TAIL verify derive their entries in the kernel
+  // (FusedVerify after an offsets-only plan), so the per-step workspace holds no per-entry plan
+  // arrays and never overflows. false: SGLang's plan arrays, split into chunks on overflow.
+  bool fused_verify = true;
 
   // Throws the first §2.2 error: sweep_interval < 0, sweep_interval > 0 with mode none,
   // ring_capacity <= 0.
