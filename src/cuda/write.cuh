@@ -7,10 +7,9 @@
 //
 // The chain warp takes its row 32 tokens at a time. Each lane loads one token's inputs (coalesced;
 // the next chunk's loads are issued before the current chunk's chain, so they arrive while it
-// runs), and all 32 lanes step the same chain in lockstep, token j broadcast from lane j by a
-// shuffle (measured faster than a shared-memory broadcast); lane j keeps the running value before
-// step j, which is its record's prev_hash. Only the chain is serial: the asserts are per-lane
-// checks after the chunk.
+// runs), the chunk is staged in shared memory, and all 32 lanes step the same chain in lockstep,
+// reading token j by broadcast; lane j keeps the running value before step j, which is its
+// record's prev_hash. Only the chain is serial: the asserts are per-lane checks after the chunk.
 // A paired launch (K and V halves of a group) runs the two chains in two warps at the same time,
 // so writing both costs one chain's latency; each half keeps its own seed, chain, records,
 // counters and rows, so the result equals two separate launches.
@@ -79,8 +78,9 @@ __device__ inline void CheckTokenAsserts(const WriteParams& half, const ChunkTok
   }
 }
 
-// Half `half`'s chain over row r, run by one whole warp.
-__device__ inline void RunChain(const WriteParams& half, int64_t r, int lane) {
+// Half `half`'s chain over row r, run by one whole warp. `staging` is the warp's shared memory.
+__device__ inline void RunChain(const WriteParams& half, int64_t r, int lane,
+                                int64_t (*staging)[kWarpSize]) {
   const ChainState seed = LoadChainSeed(half, r);  // issued before the range: its loads overlap
   const TokenRange range = RowTokenRange(half, r);
   if (range.end <= range.begin) return;
@@ -96,28 +96,21 @@ __device__ inline void RunChain(const WriteParams& half, int64_t r, int lane) {
     }
     const bool valid = t.slot >= 0 && t.slot < num_slots;  // skipped tokens keep the chain
     const unsigned mask = __ballot_sync(kFullWarp, valid);
+    staging[0][lane] = t.token;
+    staging[1][lane] = t.position;
+    __syncwarp();
+    // Every lane steps the same chain up to the chunk's last written token.
+    const int steps = kWarpSize - __clz(mask);
     uint64_t prev_hash = running;
-    if (mask == kFullWarp) {
-      // The common chunk: 32 written tokens, a straight line of chain steps.
-#pragma unroll
-      for (int j = 0; j < kWarpSize; ++j) {
-        const int64_t token = __shfl_sync(kFullWarp, t.token, j);
-        const int64_t position = __shfl_sync(kFullWarp, t.position, j);
-        prev_hash = lane == j ? running : prev_hash;
-        running = ChainStep(running, token, position);
-      }
-    } else {
-      // Up to the chunk's last written token; a skipped token's step is discarded.
-      const int steps = kWarpSize - __clz(mask);
-#pragma unroll 4
-      for (int j = 0; j < steps; ++j) {
-        const int64_t token = __shfl_sync(kFullWarp, t.token, j);
-        const int64_t position = __shfl_sync(kFullWarp, t.position, j);
-        prev_hash = lane == j ? running : prev_hash;
-        const uint64_t stepped = ChainStep(running, token, position);
-        running = (mask >> j) & 1 ? stepped : running;
-      }
+#pragma unroll 8
+    for (int j = 0; j < steps; ++j) {
+      const int64_t token = staging[0][j];
+      const int64_t position = staging[1][j];
+      prev_hash = lane == j ? running : prev_hash;
+      const uint64_t stepped = ChainStep(running, token, position);
+      running = (mask >> j) & 1 ? stepped : running;
     }
+    __syncwarp();  // the next chunk reuses the staging
     if (valid) {
       StoreChainWords(RecordAddress(half.launch, t.slot), t.token, t.position,
                       ToSigned(prev_hash));
@@ -158,6 +151,7 @@ __device__ inline void StoreFingerprints(const WriteHalves& w, int64_t r, int th
 }
 
 __global__ void __launch_bounds__(kWriteThreads) WriteKernel(const __grid_constant__ WriteHalves w) {
+  __shared__ int64_t staging[kMaxWriteHalves][2][kWarpSize];
   const int warp = threadIdx.x / kWarpSize;
   const int lane = threadIdx.x % kWarpSize;
   if (blockIdx.x == 0 && threadIdx.x < w.num_halves) {
@@ -167,7 +161,7 @@ __global__ void __launch_bounds__(kWriteThreads) WriteKernel(const __grid_consta
   const int fold_threads = kWriteThreads - w.num_halves * kWarpSize;
   for (int64_t r = blockIdx.x; r < num_rows; r += gridDim.x) {
     if (warp < w.num_halves) {
-      RunChain(w.half[warp], r, lane);
+      RunChain(w.half[warp], r, lane, staging[warp]);
     } else {
       StoreFingerprints(w, r, threadIdx.x - w.num_halves * kWarpSize, fold_threads);
     }
