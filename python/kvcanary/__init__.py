@@ -62,6 +62,7 @@ from kvcanary.verify import (
     real_kv_hash,
 )
 from kvcanary.write import WritePlan, launch_canary_write_kernel
+from kvcanary.fused_verify import launch_canary_fused_verify_kernel
 
 # Raised for dtype errors of the scatter op (spec §11 S2): both a ValueError and a TypeError.
 KvCanaryTypeError = _kvcanary.KvCanaryTypeError
@@ -104,6 +105,7 @@ __all__ = [
     "compute_slot_hash",
     "format_violation",
     "launch_canary_plan_kernels",
+    "launch_canary_fused_verify_kernel",
     "launch_canary_verify_kernel",
     "launch_canary_write_kernel",
     "launch_plan_entries_kernel",

@@ -104,6 +104,15 @@ PYBIND11_MODULE(_kvcanary, m) {
         py::arg("full_to_swa_index_mapping"), py::arg("out_slot_indices"), py::arg("stream"));
   m.def("verify", &Verify_Launch, py::kw_only(), py::arg("context"), py::arg("plan"),
         py::arg("check_verify_expected_token"), py::arg("paired_context"), py::arg("stream"));
+  m.def("fused_verify", &FusedVerify_Launch, py::kw_only(), py::arg("context"),
+        py::arg("req_pool_indices"), py::arg("prefix_lens"), py::arg("req_to_token"),
+        py::arg("swa_window_size"), py::arg("full_to_swa_index_mapping"),
+        py::arg("req_to_verify_expected_tokens"),
+        py::arg("req_to_verify_expected_tokens_valid_lens"),
+        py::arg("kv_token_id_vs_position_offset"), py::arg("verify_offsets_scratch"),
+        py::arg("verify_num_valid"), py::arg("verify_enable"), py::arg("verify_capacity"),
+        py::arg("check_verify_expected_token"), py::arg("paired_context"),
+        py::arg("req_to_token_stride0"), py::arg("stream"));
   m.def("write", &Write_Launch, py::kw_only(), py::arg("context"), py::arg("plan"),
         py::arg("input_ids"), py::arg("positions"), py::arg("out_cache_loc"),
         py::arg("enable_write_input_assert"), py::arg("expected_input_tokens"),

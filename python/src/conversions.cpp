@@ -236,6 +236,41 @@ void Verify_Launch(py::handle context, py::handle plan, bool check_verify_expect
   Verify(args, StreamOf(stream));
 }
 
+void FusedVerify_Launch(py::handle context, py::handle req_pool_indices, py::handle prefix_lens,
+                        py::handle req_to_token, int64_t swa_window_size,
+                        py::handle full_to_swa_index_mapping,
+                        py::handle req_to_verify_expected_tokens,
+                        py::handle req_to_verify_expected_tokens_valid_lens,
+                        int64_t kv_token_id_vs_position_offset, py::handle verify_offsets_scratch,
+                        py::handle verify_num_valid, py::handle verify_enable,
+                        int64_t verify_capacity, bool check_verify_expected_token,
+                        py::handle paired_context, std::optional<int64_t> req_to_token_stride0,
+                        StreamInt stream) {
+  ImportScope scope;
+  FusedVerifyArgs args;
+  args.context = VerifyOrWriteContext_ToStruct(context, scope, /*with_chain_assert=*/false);
+  args.paired_context = PairedContext_ToStruct(paired_context, scope, false);
+  args.check_verify_expected_token = check_verify_expected_token;
+  args.req_pool_indices = scope.Import(req_pool_indices, "req_pool_indices");
+  args.prefix_lens = scope.Import(prefix_lens, "prefix_lens");
+  args.req_to_token = scope.Import(req_to_token, "req_to_token");
+  args.req_to_token_stride0 = req_to_token_stride0;
+  args.swa_window_size = swa_window_size;
+  args.full_to_swa_index_mapping =
+      scope.Import(full_to_swa_index_mapping, "full_to_swa_index_mapping");
+  args.req_to_verify_expected_tokens =
+      scope.Import(req_to_verify_expected_tokens, "req_to_verify_expected_tokens");
+  args.req_to_verify_expected_tokens_valid_lens = scope.Import(
+      req_to_verify_expected_tokens_valid_lens, "req_to_verify_expected_tokens_valid_lens");
+  args.kv_token_id_vs_position_offset = kv_token_id_vs_position_offset;
+  args.verify_offsets_scratch = scope.Import(verify_offsets_scratch, "verify_offsets_scratch");
+  args.verify_num_valid = scope.Import(verify_num_valid, "verify_num_valid");
+  args.verify_enable = scope.Import(verify_enable, "verify_enable");
+  args.verify_capacity = verify_capacity;
+  py::gil_scoped_release release;
+  FusedVerify(args, StreamOf(stream));
+}
+
 void Write_Launch(py::handle context, py::handle plan, py::handle input_ids, py::handle positions,
                   py::handle out_cache_loc, bool enable_write_input_assert,
                   py::handle expected_input_tokens, py::handle expected_input_positions,

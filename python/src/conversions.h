@@ -67,6 +67,18 @@ void Verify_Launch(pybind11::handle context, pybind11::handle plan,
                    StreamInt stream);
 
 // launch_canary_write_kernel (spec §9).
+// FusedVerify (kvcanary): verify with its entries derived from the plan inputs.
+void FusedVerify_Launch(pybind11::handle context, pybind11::handle req_pool_indices,
+                        pybind11::handle prefix_lens, pybind11::handle req_to_token,
+                        int64_t swa_window_size, pybind11::handle full_to_swa_index_mapping,
+                        pybind11::handle req_to_verify_expected_tokens,
+                        pybind11::handle req_to_verify_expected_tokens_valid_lens,
+                        int64_t kv_token_id_vs_position_offset,
+                        pybind11::handle verify_offsets_scratch, pybind11::handle verify_num_valid,
+                        pybind11::handle verify_enable, int64_t verify_capacity,
+                        bool check_verify_expected_token, pybind11::handle paired_context,
+                        std::optional<int64_t> req_to_token_stride0, StreamInt stream);
+
 void Write_Launch(pybind11::handle context, pybind11::handle plan, pybind11::handle input_ids,
                   pybind11::handle positions, pybind11::handle out_cache_loc,
                   bool enable_write_input_assert, pybind11::handle expected_input_tokens,

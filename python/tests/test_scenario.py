@@ -68,16 +68,7 @@ class Engine:
         kvcanary.launch_scatter_req_token_ids_kernel(
             flat_in=xp.array(flat), offsets=xp.array(offsets), req_pool_indices=xp.array(live),
             pool_out=self.pool)
-        kvcanary.launch_canary_plan_kernels(
-            verify_plan_out=self.verify_plan, write_plan_out=self.write_plan,
-            req_pool_indices=xp.array(rows), prefix_lens=xp.array(prefix),
-            extend_seq_lens=xp.array(extend), req_to_token=self.req_to_token,
-            swa_window_size=0, full_to_swa_index_mapping=None, verify_capacity=32,
-            req_to_verify_expected_tokens=self.pool,
-            req_to_verify_expected_tokens_valid_lens=xp.array(prefix),
-            kv_token_id_vs_position_offset=0, verify_offsets_scratch=self.scratch)
-        kvcanary.launch_canary_verify_kernel(context=self.context(), plan=self.verify_plan,
-                                             check_verify_expected_token=True)
+        self.verify(rows, prefix, extend)
         ids, positions, slots = [], [], []
         for rp, p, tokens in zip(rows, prefix, new_tokens):
             for i, token in enumerate(tokens):
@@ -94,6 +85,20 @@ class Engine:
             if rp:
                 self.tokens[rp].extend(tokens)
         return sum(prefix[i] for i, rp in enumerate(rows) if rp)
+
+    def verify(self, rows, prefix, extend):
+        """Plan and HEAD-style verify of one forward (the fused test overrides this)."""
+        xp = self.xp
+        kvcanary.launch_canary_plan_kernels(
+            verify_plan_out=self.verify_plan, write_plan_out=self.write_plan,
+            req_pool_indices=xp.array(rows), prefix_lens=xp.array(prefix),
+            extend_seq_lens=xp.array(extend), req_to_token=self.req_to_token,
+            swa_window_size=0, full_to_swa_index_mapping=None, verify_capacity=32,
+            req_to_verify_expected_tokens=self.pool,
+            req_to_verify_expected_tokens_valid_lens=xp.array(prefix),
+            kv_token_id_vs_position_offset=0, verify_offsets_scratch=self.scratch)
+        kvcanary.launch_canary_verify_kernel(context=self.context(), plan=self.verify_plan,
+                                             check_verify_expected_token=True)
 
     def expected_prev_hashes(self, rp):
         """The chain of spec §4.2 over the request's tokens: what each record stores."""
