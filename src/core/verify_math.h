@@ -92,6 +92,13 @@ KVC_HOST_DEVICE VerifyEntry FusedEntryInRow(const FusedVerifyParams& p, int64_t 
   return entry;
 }
 
+// Only the slot of entry e of batch row r (what a prefetch needs).
+KVC_HOST_DEVICE int64_t FusedEntrySlot(const FusedVerifyParams& p, int64_t r, int64_t e) {
+  const int64_t position = EntryPosition(p.in, p.scratch, r, e);
+  return TranslateSlot(p.in.lut,
+                       ReadReqToToken(p.in.req_to_token, p.in.req_pool_indices[r], position));
+}
+
 KVC_HOST_DEVICE VerifyEntry FusedEntry(const FusedVerifyParams& p, int64_t e) {
   return FusedEntryInRow(p, RowOfEntry(p.scratch, p.in.bs, e), e);
 }

@@ -15,7 +15,7 @@ namespace {
 constexpr int64_t kPrefetchDistance = 16;
 
 // Counts the launch, then checks entries [0, n) of an enabled launch. make_cursor() gives an
-// object whose At(e) returns entry e, asked for in increasing e.
+// object whose At(e) returns entry e and SlotAt(e) its slot, each asked for in increasing e.
 template <typename MakeCursor>
 void CheckEntries(const LaunchParams& launch, bool check_token, bool enabled, int64_t n,
                   MakeCursor&& make_cursor) {
@@ -31,7 +31,7 @@ void CheckEntries(const LaunchParams& launch, bool check_token, bool enabled, in
       // Records are random 32-byte reads: asking for the one kPrefetchDistance entries ahead keeps
       // several cache misses in flight instead of one (a hint only; results cannot change).
       if (e + kPrefetchDistance < end) {
-        const int64_t slot = ahead.At(e + kPrefetchDistance).slot;
+        const int64_t slot = ahead.SlotAt(e + kPrefetchDistance);
         if (IsCheckedSlot(launch, slot)) {
           __builtin_prefetch(launch.canary + slot * launch.slot_stride_bytes);
         }
@@ -47,6 +47,7 @@ void CheckEntries(const LaunchParams& launch, bool check_token, bool enabled, in
 struct PlannedCursor {
   const VerifyParams* params;
   VerifyEntry At(int64_t e) const { return PlannedEntry(*params, e); }
+  int64_t SlotAt(int64_t e) const { return params->slot_indices[e]; }
 };
 
 // Entries derived from the plan inputs: the row found once by binary search, then walked forward
@@ -54,9 +55,11 @@ struct PlannedCursor {
 struct FusedCursor {
   FusedCursor(const FusedVerifyParams& p, int64_t first)
       : params(&p), row(RowOfEntry(p.scratch, p.in.bs, first)) {}
-  VerifyEntry At(int64_t e) {
+  VerifyEntry At(int64_t e) { return FusedEntryInRow(*params, WalkTo(e), e); }
+  int64_t SlotAt(int64_t e) { return FusedEntrySlot(*params, WalkTo(e), e); }
+  int64_t WalkTo(int64_t e) {
     while (row + 1 < params->in.bs && params->scratch[row + 1] <= e) ++row;
-    return FusedEntryInRow(*params, row, e);
+    return row;
   }
   const FusedVerifyParams* params;
   int64_t row;
