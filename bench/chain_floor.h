@@ -9,4 +9,9 @@ namespace kvcanary::bench {
 // device_out. Returns the cudaError_t of the launch.
 int LaunchChainFloor(int64_t steps, uint64_t* device_out, void* stream);
 
+// Enqueues one thread that runs `steps` chain steps over tokens and positions it reads from
+// device memory (nothing else), and stores the result in device_out.
+int LaunchLoadedChain(const int64_t* tokens, const int64_t* positions, int64_t steps,
+                      uint64_t* device_out, void* stream);
+
 }  // namespace kvcanary::bench

@@ -102,6 +102,20 @@ class CpuDevice final : public BenchDevice {
     });
   }
 
+  TimingStats TimeLoadedChain(int reps, int64_t steps) override {
+    std::vector<int64_t> tokens(steps), positions(steps);
+    for (int64_t i = 0; i < steps; ++i) {
+      tokens[i] = 1000 + i;
+      positions[i] = i;
+    }
+    volatile uint64_t sink = 0;
+    return Time(1, reps, [&] {
+      uint64_t running = ChainHeadHash();
+      for (int64_t i = 0; i < steps; ++i) running = ChainStep(running, tokens[i], positions[i]);
+      sink = running;
+    });
+  }
+
   Ceiling MeasureCeiling(int reps) override {
     std::shared_ptr<void> src = Allocate(kCeilingBytes);
     std::shared_ptr<void> dst = Allocate(kCeilingBytes);

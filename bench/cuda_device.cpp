@@ -121,6 +121,24 @@ class CudaDevice final : public BenchDevice {
     });
   }
 
+  TimingStats TimeLoadedChain(int reps, int64_t steps) override {
+    std::vector<int64_t> host(steps);
+    std::shared_ptr<void> tokens = Allocate(8 * steps);
+    std::shared_ptr<void> positions = Allocate(8 * steps);
+    std::shared_ptr<void> out = Allocate(sizeof(uint64_t));
+    for (int64_t i = 0; i < steps; ++i) host[i] = 1000 + i;
+    CopyToDevice(tokens.get(), host.data(), 8 * steps);
+    for (int64_t i = 0; i < steps; ++i) host[i] = i;
+    CopyToDevice(positions.get(), host.data(), 8 * steps);
+    return Time(1, reps, [&] {
+      Check(static_cast<cudaError_t>(LaunchLoadedChain(
+                static_cast<const int64_t*>(tokens.get()),
+                static_cast<const int64_t*>(positions.get()), steps,
+                static_cast<uint64_t*>(out.get()), stream_)),
+            "loaded chain");
+    });
+  }
+
   Ceiling MeasureCeiling(int reps) override {
     std::shared_ptr<void> src = Allocate(kCeilingBytes);
     std::shared_ptr<void> dst = Allocate(kCeilingBytes);

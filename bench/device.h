@@ -71,6 +71,9 @@ class BenchDevice {
   // Times one thread stepping the chain hash `steps` times on registers and nothing else: the
   // serial floor of writing `steps` tokens of one request.
   virtual TimingStats TimeChainFloor(int reps, int64_t steps) = 0;
+
+  // The same loop over tokens and positions read from memory (token 1000 + i at position i).
+  virtual TimingStats TimeLoadedChain(int reps, int64_t steps) = 0;
 };
 
 // The host: memory from the aligned heap, a steady clock, memcpy split over the cores.

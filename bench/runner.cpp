@@ -68,6 +68,8 @@ CaseResult TimeCase(BenchDevice& device, const BenchResults& results, const Benc
   if (sets[0].write_tokens > 0 && result.verify_entries == 0) {
     progress("chain floor");
     result.chain_floor = device.TimeChainFloor(results.reps, result.write_tokens);
+    progress("chain over loaded tokens");
+    result.loaded_chain = device.TimeLoadedChain(results.reps, result.write_tokens);
   }
 
   const int sources = Pool::NumSources(CanaryLaunchTag::kTailKFull, mode);

@@ -36,6 +36,7 @@ struct CaseResult {
   int64_t step_bytes = 0;  // StepBytes of this case
   double step_floor_us = 0;  // step_bytes over the ceiling
   TimingStats chain_floor;   // one-request cases: the serial floor of the write (reps = 0: none)
+  TimingStats loaded_chain;  // the same chain over tokens read from memory
 };
 
 struct BenchResults {
