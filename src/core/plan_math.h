@@ -69,14 +69,21 @@ KVC_HOST_DEVICE int64_t ExpectedToken(const TokenPoolParams& pool, int64_t r, in
 }
 
 // The slot, predecessor and position of (req_to_token row rp, position); the expected token is
-// left -1 (ExpectedToken gives it).
+// left -1 (ExpectedToken gives it). known_prev_slot, when given, is the slot of (rp, position - 1)
+// already derived, so the table is not read twice.
 KVC_HOST_DEVICE VerifyEntry DeriveVerifyEntry(const PlanInputParams& in, int64_t rp,
-                                              int64_t position) {
+                                              int64_t position,
+                                              const int64_t* known_prev_slot = nullptr) {
   VerifyEntry entry;
   entry.slot = TranslateSlot(in.lut, ReadReqToToken(in.req_to_token, rp, position));
-  entry.prev_slot =
-      position > 0 ? TranslateSlot(in.lut, ReadReqToToken(in.req_to_token, rp, WrapSub(position, 1)))
-                   : -1;
+  if (position <= 0) {
+    entry.prev_slot = -1;
+  } else if (known_prev_slot != nullptr) {
+    entry.prev_slot = *known_prev_slot;
+  } else {
+    entry.prev_slot =
+        TranslateSlot(in.lut, ReadReqToToken(in.req_to_token, rp, WrapSub(position, 1)));
+  }
   entry.position = position;
   return entry;
 }

@@ -83,11 +83,14 @@ KVC_HOST_DEVICE int64_t FusedEntryCount(const FusedVerifyParams& p) {
   return ClampCount(*p.num_valid, p.capacity);  // D2
 }
 
-// Entry e of batch row r exactly as the plan-entries stage would store it.
-KVC_HOST_DEVICE VerifyEntry FusedEntryInRow(const FusedVerifyParams& p, int64_t r, int64_t e) {
+// Entry e of batch row r exactly as the plan-entries stage would store it. previous_entry_slot,
+// when given, is the slot of entry e - 1 of the same row: position - 1 of the same table row, so
+// it is the predecessor.
+KVC_HOST_DEVICE VerifyEntry FusedEntryInRow(const FusedVerifyParams& p, int64_t r, int64_t e,
+                                            const int64_t* previous_entry_slot = nullptr) {
   const int64_t rp = p.in.req_pool_indices[r];
   const int64_t position = EntryPosition(p.in, p.scratch, r, e);
-  VerifyEntry entry = DeriveVerifyEntry(p.in, rp, position);
+  VerifyEntry entry = DeriveVerifyEntry(p.in, rp, position, previous_entry_slot);
   entry.expected_token = p.check_token ? ExpectedToken(p.in.pool, r, rp, position) : -1;
   return entry;
 }

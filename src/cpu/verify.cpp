@@ -51,11 +51,20 @@ struct PlannedCursor {
 };
 
 // Entries derived from the plan inputs: the row found once by binary search, then walked forward
-// (the offsets are non-decreasing).
+// (the offsets are non-decreasing); an entry that follows the last one in its row takes that
+// entry's slot as its predecessor instead of reading the table again.
 struct FusedCursor {
   FusedCursor(const FusedVerifyParams& p, int64_t first)
       : params(&p), row(RowOfEntry(p.scratch, p.in.bs, first)) {}
-  VerifyEntry At(int64_t e) { return FusedEntryInRow(*params, WalkTo(e), e); }
+  VerifyEntry At(int64_t e) {
+    const int64_t r = WalkTo(e);
+    const bool follows = r == last_row && e == last_entry + 1;
+    const VerifyEntry entry = FusedEntryInRow(*params, r, e, follows ? &last_slot : nullptr);
+    last_row = r;
+    last_entry = e;
+    last_slot = entry.slot;
+    return entry;
+  }
   int64_t SlotAt(int64_t e) { return FusedEntrySlot(*params, WalkTo(e), e); }
   int64_t WalkTo(int64_t e) {
     while (row + 1 < params->in.bs && params->scratch[row + 1] <= e) ++row;
@@ -63,6 +72,9 @@ struct FusedCursor {
   }
   const FusedVerifyParams* params;
   int64_t row;
+  int64_t last_row = -1;
+  int64_t last_entry = -1;
+  int64_t last_slot = 0;
 };
 
 }  // namespace
