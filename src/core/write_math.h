@@ -51,6 +51,33 @@ KVC_HOST_DEVICE bool IsWrittenToken(const WriteParams& p, int64_t i) {
   return slot >= 0 && slot < p.launch.num_slots;
 }
 
+// The write-input assert of one token (spec §9): true, with `row` filled, when the token or the
+// position differs from what the engine expected.
+KVC_HOST_DEVICE bool InputAssertFails(const LaunchParams& launch, int64_t slot, int64_t token,
+                                      int64_t position, int64_t expected_token,
+                                      int64_t expected_position, int64_t stored_chain,
+                                      ViolationRow* row) {
+  const int64_t bits = (token != expected_token ? FailReason::kWriteTokenMismatch : 0) |
+                       (position != expected_position ? FailReason::kWritePositionMismatch : 0);
+  if (bits == 0) return false;
+  *row = ViolationRow{launch.kernel_kind, slot,         position,          token,
+                      expected_token,     stored_chain, expected_position, bits};
+  return true;
+}
+
+// The chain-position assert of one token: true, with `row` filled, when its position does not
+// follow `last_position`, the position of the chain's previous record.
+KVC_HOST_DEVICE bool ChainAssertFails(const LaunchParams& launch, int64_t slot, int64_t token,
+                                      int64_t position, int64_t last_position,
+                                      int64_t stored_chain, ViolationRow* row) {
+  const int64_t expected_position = WrapAdd(last_position, 1);
+  if (position == expected_position) return false;
+  *row = ViolationRow{launch.kernel_kind, slot,         position,          token,
+                      token,              stored_chain, expected_position,
+                      FailReason::kWritePositionMismatch};
+  return true;
+}
+
 // Runs row state's chain over token i, which goes to `slot` (REQUIRES IsWrittenToken): reports
 // the assert violations through record_violation(const ViolationRow&) in spec order, advances the
 // chain on the actual token and position, and returns the prev_hash the token's record stores.
@@ -61,22 +88,15 @@ KVC_HOST_DEVICE int64_t AdvanceChain(const WriteParams& p, int64_t i, int64_t sl
                                      int64_t position, ChainState* state,
                                      RecordViolation&& record_violation) {
   const int64_t stored_chain = ToSigned(state->running);
-  if (p.input_assert) {
-    const int64_t expected_token = p.expected_tokens[i];
-    const int64_t expected_position = p.expected_positions[i];
-    const int64_t bits = (token != expected_token ? FailReason::kWriteTokenMismatch : 0) |
-                         (position != expected_position ? FailReason::kWritePositionMismatch : 0);
-    if (bits != 0) {
-      record_violation(ViolationRow{p.launch.kernel_kind, slot, position, token, expected_token,
-                                    stored_chain, expected_position, bits});
-    }
+  ViolationRow row;
+  if (p.input_assert && InputAssertFails(p.launch, slot, token, position, p.expected_tokens[i],
+                                         p.expected_positions[i], stored_chain, &row)) {
+    record_violation(row);
   }
   if (state->chain_assert) {
-    const int64_t expected_position = WrapAdd(state->last_position, 1);
-    if (position != expected_position) {
-      record_violation(ViolationRow{p.launch.kernel_kind, slot, position, token, token,
-                                    stored_chain, expected_position,
-                                    FailReason::kWritePositionMismatch});
+    if (ChainAssertFails(p.launch, slot, token, position, state->last_position, stored_chain,
+                         &row)) {
+      record_violation(row);
     }
     state->last_position = position;
   }

@@ -58,23 +58,15 @@ __device__ inline ChunkToken LoadChunkToken(const WriteParams& p, int64_t i, int
 // prev_hash.
 __device__ inline void CheckTokenAsserts(const WriteParams& half, const ChunkToken& t,
                                          bool chain_assert, int64_t before, int64_t stored_chain) {
-  if (half.input_assert) {
-    const int64_t bits =
-        (t.token != t.expected_token ? FailReason::kWriteTokenMismatch : 0) |
-        (t.position != t.expected_position ? FailReason::kWritePositionMismatch : 0);
-    if (bits != 0) {
-      RecordViolation(half.launch, ViolationRow{half.launch.kernel_kind, t.slot, t.position,
-                                                t.token, t.expected_token, stored_chain,
-                                                t.expected_position, bits});
-    }
+  ViolationRow row;
+  if (half.input_assert && InputAssertFails(half.launch, t.slot, t.token, t.position,
+                                            t.expected_token, t.expected_position, stored_chain,
+                                            &row)) {
+    RecordViolation(half.launch, row);
   }
-  if (chain_assert) {
-    const int64_t expected_position = WrapAdd(before, 1);
-    if (t.position != expected_position) {
-      RecordViolation(half.launch, ViolationRow{half.launch.kernel_kind, t.slot, t.position,
-                                                t.token, t.token, stored_chain, expected_position,
-                                                FailReason::kWritePositionMismatch});
-    }
+  if (chain_assert &&
+      ChainAssertFails(half.launch, t.slot, t.token, t.position, before, stored_chain, &row)) {
+    RecordViolation(half.launch, row);
   }
 }
 
