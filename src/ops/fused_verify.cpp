@@ -63,19 +63,8 @@ void ValidateInputs(const FusedVerifyArgs& a) {
   check::HasDType(a.req_to_token, DType::kInt32, "req_to_token");
   check::Is2D(a.req_to_token, "req_to_token");
   CheckReqToTokenStride0(a.req_to_token, a.req_to_token_stride0);
-  if (lut.defined()) {
-    check::Contiguous(lut, "full_to_swa_index_mapping");
-    check::HasDType(lut, DType::kInt64, "full_to_swa_index_mapping");
-    check::Is1D(lut, "full_to_swa_index_mapping");
-    check::HasMinLength(lut, 1, "full_to_swa_index_mapping");
-  }
-  if (pool.defined()) {
-    check::Contiguous(pool, "req_to_verify_expected_tokens");
-    check::HasDType(pool, DType::kInt32, "req_to_verify_expected_tokens");
-    check::Is2D(pool, "req_to_verify_expected_tokens");
-    check::Contiguous(lens, "req_to_verify_expected_tokens_valid_lens");
-    check::Vector(lens, DType::kInt64, bs, "req_to_verify_expected_tokens_valid_lens");
-  }
+  if (lut.defined()) CheckSwaLut(lut, "full_to_swa_index_mapping");
+  if (pool.defined()) CheckExpectedTokenPool(pool, lens, bs);
 }
 
 void Validate(const FusedVerifyArgs& a) {

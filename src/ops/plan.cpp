@@ -139,13 +139,8 @@ void Validate(const PlanArgs& a) {
   }
   // P8: the expected-token pool.
   if (has_pool) {
-    const TensorView& pool = a.req_to_verify_expected_tokens;
-    const TensorView& lens = a.req_to_verify_expected_tokens_valid_lens;
-    check::Contiguous(pool, "req_to_verify_expected_tokens");
-    check::HasDType(pool, DType::kInt32, "req_to_verify_expected_tokens");
-    check::Is2D(pool, "req_to_verify_expected_tokens");
-    check::Contiguous(lens, "req_to_verify_expected_tokens_valid_lens");
-    check::Vector(lens, DType::kInt64, bs, "req_to_verify_expected_tokens_valid_lens");
+    CheckExpectedTokenPool(a.req_to_verify_expected_tokens,
+                           a.req_to_verify_expected_tokens_valid_lens, bs);
   }
   // P9: the optional workspace.
   if (a.verify_offsets_scratch.defined()) {
@@ -234,9 +229,9 @@ void Plan(const PlanArgs& args, StreamHandle stream) {
   params.scratch = args.verify_offsets_scratch.defined()
                        ? args.verify_offsets_scratch.data_as<int64_t>()
                        : nullptr;
-  const TensorView& placed = IsOffsetsOnly(v) ? v.verify_num_valid : v.verify_slot_indices;
-  switch (SelectBackend(placed, IsOffsetsOnly(v) ? "out_verify_num_valid"
-                                                 : "out_verify_slot_indices")) {
+  const bool offsets_only = IsOffsetsOnly(v);
+  const TensorView& placed = offsets_only ? v.verify_num_valid : v.verify_slot_indices;
+  switch (SelectBackend(placed, offsets_only ? "out_verify_num_valid" : "out_verify_slot_indices")) {
     case Backend::kCpu:
       cpu::Plan(params);
       return;

@@ -28,6 +28,21 @@ void CheckReqToTokenStride0(const TensorView& req_to_token, std::optional<int64_
   }
 }
 
+void CheckSwaLut(const TensorView& lut, std::string_view name) {
+  check::Contiguous(lut, name);
+  check::HasDType(lut, DType::kInt64, name);
+  check::Is1D(lut, name);
+  check::HasMinLength(lut, 1, name);
+}
+
+void CheckExpectedTokenPool(const TensorView& pool, const TensorView& valid_lens, int64_t bs) {
+  check::Contiguous(pool, "req_to_verify_expected_tokens");
+  check::HasDType(pool, DType::kInt32, "req_to_verify_expected_tokens");
+  check::Is2D(pool, "req_to_verify_expected_tokens");
+  check::Contiguous(valid_lens, "req_to_verify_expected_tokens_valid_lens");
+  check::Vector(valid_lens, DType::kInt64, bs, "req_to_verify_expected_tokens_valid_lens");
+}
+
 ReqToTokenParams ReqToTokenOf(const TensorView& req_to_token) {
   return ReqToTokenParams{req_to_token.data_as<const int32_t>(), req_to_token.size(0),
                           req_to_token.size(1), req_to_token.stride(0)};

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <string_view>
 
 #include "core/params.h"
 #include "kvcanary/tensor.h"
@@ -17,6 +18,12 @@ void CheckReqToTokenLayout(const TensorView& req_to_token, bool require_contiguo
 
 // O18: an explicit pitch must equal the view's row stride.
 void CheckReqToTokenStride0(const TensorView& req_to_token, std::optional<int64_t> stride0);
+
+// A present SWA table: contiguous int64, 1-D, at least one entry; `name` is the one messages use.
+void CheckSwaLut(const TensorView& lut, std::string_view name);
+
+// A present expected-token pool (int32 2-D, contiguous) and its valid lengths (int64 [bs]).
+void CheckExpectedTokenPool(const TensorView& pool, const TensorView& valid_lens, int64_t bs);
 
 // Pointers and sizes of validated views. An absent LUT gives len 0 (identity); an absent pool
 // gives data nullptr (every expected token -1).

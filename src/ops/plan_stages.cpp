@@ -175,19 +175,8 @@ void ValidateEntries(const PlanEntriesArgs& a) {
   CheckReqToTokenLayout(a.req_to_token, a.require_contiguous_req_to_token);
   check::HasDType(a.req_to_token, DType::kInt32, "req_to_token");
   check::Is2D(a.req_to_token, "req_to_token");
-  if (lut.defined()) {
-    check::Contiguous(lut, "lut_tensor");
-    check::HasDType(lut, DType::kInt64, "lut_tensor");
-    check::Is1D(lut, "lut_tensor");
-    check::HasMinLength(lut, 1, "lut_tensor");
-  }
-  if (pool.defined()) {
-    check::Contiguous(pool, "req_to_verify_expected_tokens");
-    check::HasDType(pool, DType::kInt32, "req_to_verify_expected_tokens");
-    check::Is2D(pool, "req_to_verify_expected_tokens");
-    check::Contiguous(lens, "req_to_verify_expected_tokens_valid_lens");
-    check::Vector(lens, DType::kInt64, bs, "req_to_verify_expected_tokens_valid_lens");
-  }
+  if (lut.defined()) CheckSwaLut(lut, "lut_tensor");
+  if (pool.defined()) CheckExpectedTokenPool(pool, lens, bs);
   check::SameDevice(a.verify_offsets_scratch, "verify_offsets_scratch",
                     {{&a.req_pool_indices, "req_pool_indices"},
                      {&a.prefix_lens, "prefix_lens"},
