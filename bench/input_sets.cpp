@@ -115,15 +115,9 @@ void BindMode(std::vector<InputSet>& sets, const Pool& pool, RealData mode) {
       verify.plan = set.plan_args.verify_plan_out;
       verify.check_verify_expected_token = kCheckVerifyExpectedToken;
       FusedVerifyArgs& fused = set.fused_verify_args[t];
+      fused = FusedVerifyArgsOf(set.offsets_plan_args);
       fused.context = context;
       fused.check_verify_expected_token = kCheckVerifyExpectedToken;
-      fused.req_pool_indices = set.req_pool_indices.view();
-      fused.prefix_lens = set.prefix_lens.view();
-      fused.req_to_token = pool.req_to_token().view();
-      fused.verify_offsets_scratch = set.scratch.view();
-      fused.verify_num_valid = set.verify_num_valid.view();
-      fused.verify_enable = set.verify_enable.view();
-      fused.verify_capacity = set.plan_args.verify_capacity;
       WriteArgs& write = set.write_args[t];
       write.context = context;
       write.plan = set.plan_args.write_plan_out;
@@ -134,29 +128,32 @@ void BindMode(std::vector<InputSet>& sets, const Pool& pool, RealData mode) {
   }
 }
 
+// kStepTags holds (HEAD K, HEAD V, TAIL K, TAIL V): each endpoint's K launch carries its V half
+// as the paired context, so the plan is read once per endpoint and the two chains overlap.
+namespace {
+
+template <typename Args>
+Args PairedLaunch(const std::array<Args, 4>& args, int k) {
+  Args launch = args[k];
+  launch.paired_context = args[k + 1].context;
+  return launch;
+}
+
+}  // namespace
+
 void RunStep(const InputSet& set, StreamHandle stream) {
   Plan(set.offsets_plan_args, stream);
   for (int k = 0; k < 4; k += 2) {
-    FusedVerifyArgs verify = set.fused_verify_args[k];
-    verify.paired_context = set.fused_verify_args[k + 1].context;
-    FusedVerify(verify, stream);
-    WriteArgs write = set.write_args[k];
-    write.paired_context = set.write_args[k + 1].context;
-    Write(write, stream);
+    FusedVerify(PairedLaunch(set.fused_verify_args, k), stream);
+    Write(PairedLaunch(set.write_args, k), stream);
   }
 }
 
 void RunPlannedStep(const InputSet& set, StreamHandle stream) {
   Plan(set.plan_args, stream);
-  // kStepTags holds (HEAD K, HEAD V, TAIL K, TAIL V): each endpoint's K launch carries its V half
-  // as the paired context, so the plan is read once per endpoint and the two chains overlap.
   for (int k = 0; k < 4; k += 2) {
-    VerifyArgs verify = set.verify_args[k];
-    verify.paired_context = set.verify_args[k + 1].context;
-    Verify(verify, stream);
-    WriteArgs write = set.write_args[k];
-    write.paired_context = set.write_args[k + 1].context;
-    Write(write, stream);
+    Verify(PairedLaunch(set.verify_args, k), stream);
+    Write(PairedLaunch(set.write_args, k), stream);
   }
 }
 

@@ -158,19 +158,7 @@ class PlanCall {
   // launch_canary_plan_kernels (spec §7.2).
   void Fused(const PlanBuffers& out, bool with_scratch) const {
     HostTensor<int64_t> scratch({in_.bs() + 1}, kSentinel);
-    PlanArgs args;
-    args.verify_plan_out = out.verify();
-    args.write_plan_out = out.write();
-    args.req_pool_indices = rp_.view();
-    args.prefix_lens = prefix_.view();
-    args.extend_seq_lens = extend_.view();
-    args.req_to_token = Table();
-    args.swa_window_size = in_.window;
-    args.full_to_swa_index_mapping = Lut();
-    args.verify_capacity = out.slots.shape()[0];
-    args.req_to_verify_expected_tokens = Pool();
-    args.req_to_verify_expected_tokens_valid_lens = ValidLens();
-    args.kv_token_id_vs_position_offset = in_.token_offset;
+    PlanArgs args = ArgsOf(out.verify(), out, out.slots.shape()[0]);
     if (with_scratch) args.verify_offsets_scratch = scratch.view();
     Plan(args);
   }
@@ -179,34 +167,12 @@ class PlanCall {
   // into `scratch`; returns the FusedVerify arguments over the same inputs (context left empty).
   FusedVerifyArgs OffsetsOnly(const PlanBuffers& out, const HostTensor<int64_t>& scratch,
                               int64_t verify_capacity) const {
-    PlanArgs args;
-    args.verify_plan_out =
-        VerifyPlanView{TensorView(), TensorView(), TensorView(), TensorView(),
-                       out.num_valid.view(), out.enable.view()};
-    args.write_plan_out = out.write();
-    args.req_pool_indices = rp_.view();
-    args.prefix_lens = prefix_.view();
-    args.extend_seq_lens = extend_.view();
-    args.req_to_token = Table();
-    args.swa_window_size = in_.window;
-    args.full_to_swa_index_mapping = Lut();
-    args.verify_capacity = verify_capacity;
+    const VerifyPlanView counts{TensorView(),         TensorView(),      TensorView(),
+                                TensorView(),         out.num_valid.view(), out.enable.view()};
+    PlanArgs args = ArgsOf(counts, out, verify_capacity);
     args.verify_offsets_scratch = scratch.view();
     Plan(args);
-    FusedVerifyArgs fused;
-    fused.req_pool_indices = rp_.view();
-    fused.prefix_lens = prefix_.view();
-    fused.req_to_token = Table();
-    fused.swa_window_size = in_.window;
-    fused.full_to_swa_index_mapping = Lut();
-    fused.req_to_verify_expected_tokens = Pool();
-    fused.req_to_verify_expected_tokens_valid_lens = ValidLens();
-    fused.kv_token_id_vs_position_offset = in_.token_offset;
-    fused.verify_offsets_scratch = scratch.view();
-    fused.verify_num_valid = out.num_valid.view();
-    fused.verify_enable = out.enable.view();
-    fused.verify_capacity = verify_capacity;
-    return fused;
+    return FusedVerifyArgsOf(args);
   }
 
   // launch_plan_offsets_kernel then launch_plan_entries_kernel, after zeroing write_offsets
@@ -250,6 +216,23 @@ class PlanCall {
 
  private:
   int64_t Width() const { return in_.req_to_token.shape()[1]; }
+  // The plan of `in_` into `verify` and `out`'s write plan, without a scratch.
+  PlanArgs ArgsOf(const VerifyPlanView& verify, const PlanBuffers& out, int64_t capacity) const {
+    PlanArgs args;
+    args.verify_plan_out = verify;
+    args.write_plan_out = out.write();
+    args.req_pool_indices = rp_.view();
+    args.prefix_lens = prefix_.view();
+    args.extend_seq_lens = extend_.view();
+    args.req_to_token = Table();
+    args.swa_window_size = in_.window;
+    args.full_to_swa_index_mapping = Lut();
+    args.verify_capacity = capacity;
+    args.req_to_verify_expected_tokens = Pool();
+    args.req_to_verify_expected_tokens_valid_lens = ValidLens();
+    args.kv_token_id_vs_position_offset = in_.token_offset;
+    return args;
+  }
   TensorView Table() const {
     return wide_table_.view({in_.req_to_token.shape()[0], Width()},
                             {Width() + in_.req_to_token_pad, 1});

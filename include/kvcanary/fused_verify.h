@@ -25,6 +25,7 @@
 #include <optional>
 
 #include "kvcanary/context.h"
+#include "kvcanary/plan.h"
 #include "kvcanary/tensor.h"
 
 namespace kvcanary {
@@ -52,5 +53,10 @@ struct FusedVerifyArgs {
 };
 
 void FusedVerify(const FusedVerifyArgs& args, StreamHandle stream = nullptr);
+
+// The FusedVerify over what `plan` (a full or offsets-only Plan) reads and writes: its inputs,
+// offsets scratch, counts and capacity. context, paired_context and the token check are left for
+// the caller.
+FusedVerifyArgs FusedVerifyArgsOf(const PlanArgs& plan);
 
 }  // namespace kvcanary

@@ -118,6 +118,24 @@ FusedVerifyParams ParamsOf(const FusedVerifyArgs& a, const LaunchContext& contex
 
 }  // namespace
 
+FusedVerifyArgs FusedVerifyArgsOf(const PlanArgs& plan) {
+  FusedVerifyArgs args;
+  args.req_pool_indices = plan.req_pool_indices;
+  args.prefix_lens = plan.prefix_lens;
+  args.req_to_token = plan.req_to_token;
+  args.req_to_token_stride0 = plan.req_to_token_stride0;
+  args.swa_window_size = plan.swa_window_size;
+  args.full_to_swa_index_mapping = plan.full_to_swa_index_mapping;
+  args.req_to_verify_expected_tokens = plan.req_to_verify_expected_tokens;
+  args.req_to_verify_expected_tokens_valid_lens = plan.req_to_verify_expected_tokens_valid_lens;
+  args.kv_token_id_vs_position_offset = plan.kv_token_id_vs_position_offset;
+  args.verify_offsets_scratch = plan.verify_offsets_scratch;
+  args.verify_num_valid = plan.verify_plan_out.verify_num_valid;
+  args.verify_enable = plan.verify_plan_out.enable;
+  args.verify_capacity = plan.verify_capacity;
+  return args;
+}
+
 void FusedVerify(const FusedVerifyArgs& args, StreamHandle stream) {
   ValidateWithPair(args, [](const auto& half) { Validate(half); });
   const FusedVerifyParams params = ParamsOf(args, args.context);

@@ -198,24 +198,11 @@ void CanaryManager::Impl::VerifyGroup(size_t group, Stage stage, const VerifyPla
 void CanaryManager::Impl::FusedVerifyGroup(const ForwardState& forward, size_t group,
                                            Stage stage) {
   // The same inputs the forward's offsets-only plan read, and its outputs.
-  const PlanArgs plan = PlanArgsOf(forward, group, 0, forward.batch.batch_size);
-  FusedVerifyArgs verify;
+  FusedVerifyArgs verify =
+      FusedVerifyArgsOf(PlanArgsOf(forward, group, 0, forward.batch.batch_size));
   verify.context = ContextOf(group, stage, Half::kK);
   if (HalfActive(groups_[group], Half::kV)) verify.paired_context = ContextOf(group, stage, Half::kV);
   verify.check_verify_expected_token = config_.enable_verify_token_assert;
-  verify.req_pool_indices = plan.req_pool_indices;
-  verify.prefix_lens = plan.prefix_lens;
-  verify.req_to_token = plan.req_to_token;
-  verify.req_to_token_stride0 = plan.req_to_token_stride0;
-  verify.swa_window_size = plan.swa_window_size;
-  verify.full_to_swa_index_mapping = plan.full_to_swa_index_mapping;
-  verify.req_to_verify_expected_tokens = plan.req_to_verify_expected_tokens;
-  verify.req_to_verify_expected_tokens_valid_lens = plan.req_to_verify_expected_tokens_valid_lens;
-  verify.kv_token_id_vs_position_offset = plan.kv_token_id_vs_position_offset;
-  verify.verify_offsets_scratch = plan.verify_offsets_scratch;
-  verify.verify_num_valid = plan.verify_plan_out.verify_num_valid;
-  verify.verify_enable = plan.verify_plan_out.enable;
-  verify.verify_capacity = plan.verify_capacity;
   FusedVerify(verify, stream_);
 }
 

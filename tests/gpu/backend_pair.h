@@ -159,23 +159,10 @@ struct BackendStep {
     return a;
   }
   FusedVerifyArgs FusedVerifyArgsOf() const {
-    FusedVerifyArgs a;
+    FusedVerifyArgs a = kvcanary::FusedVerifyArgsOf(OffsetsOnlyPlanArgsOf());
     a.context = Context();
     a.paired_context = PairedContext();
     a.check_verify_expected_token = inputs.check_token;
-    a.req_pool_indices = req_pool_indices.view();
-    a.prefix_lens = prefix_lens.view();
-    a.req_to_token = TableView();
-    if (inputs.req_to_token_width > 0) a.req_to_token_stride0 = inputs.req_to_token.shape()[1];
-    a.swa_window_size = inputs.window;
-    a.full_to_swa_index_mapping = ViewOf(lut);
-    a.req_to_verify_expected_tokens = ViewOf(pool);
-    a.req_to_verify_expected_tokens_valid_lens = ViewOf(valid_lens);
-    a.kv_token_id_vs_position_offset = inputs.pool_offset;
-    a.verify_offsets_scratch = fused_scratch.view();
-    a.verify_num_valid = plan.num_valid.view();
-    a.verify_enable = plan.enable.view();
-    a.verify_capacity = plan.slots.shape()[0];
     return a;
   }
   VerifyArgs VerifyArgsOf() const {
