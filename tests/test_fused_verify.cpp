@@ -208,6 +208,13 @@ class FusedVerifyValidation : public ::testing::Test {
     args_.verify_capacity = 4;
   }
 
+  // A token check with a valid pool and its lengths.
+  void check_token() {
+    args_.check_verify_expected_token = true;
+    args_.req_to_verify_expected_tokens = pool_.view();
+    args_.req_to_verify_expected_tokens_valid_lens = lens_.view();
+  }
+
   void ExpectRejected(const std::string& message) {
     ByteSnapshot outputs(state_.canary, state_.ring, state_.write_index, state_.slot_run_counter,
                          state_.kernel_run_counter);
@@ -290,6 +297,56 @@ TEST_F(FusedVerifyValidation, TableLayoutAndPitch) {
 TEST_F(FusedVerifyValidation, OneDevice) {
   args_.verify_num_valid = OnCuda(num_valid_);
   ExpectRejected("kv-canary: verify_num_valid must be on canary_buf's device cpu, got cuda:0");
+}
+
+TEST_F(FusedVerifyValidation, CountsAndContiguity) {
+  HostTensor<int32_t> two({2}, 1);
+  args_.verify_num_valid = two.view();
+  ExpectRejected("kv-canary: verify_num_valid length must be 1, got 2");
+  args_.verify_num_valid = num_valid_.view();
+  HostTensor<int64_t> wide({6}, 2);
+  args_.prefix_lens = Gapped(wide);
+  ExpectRejected("kv-canary: prefix_lens must be contiguous");
+}
+
+TEST_F(FusedVerifyValidation, TableDTypeAndRank) {
+  HostTensor<int64_t> table64({2, 4}, 3);
+  args_.req_to_token = table64.view();
+  ExpectRejected("kv-canary: req_to_token must have dtype torch.int32, got torch.int64");
+  HostTensor<int32_t> flat({8}, 3);
+  args_.req_to_token = flat.view();
+  ExpectRejected("kv-canary: req_to_token must be 2-D, got shape (8,)");
+}
+
+TEST_F(FusedVerifyValidation, SwaTableChecks) {
+  args_.swa_window_size = 2;
+  HostTensor<int32_t> lut32({8}, 1);
+  args_.full_to_swa_index_mapping = lut32.view();
+  ExpectRejected(
+      "kv-canary: full_to_swa_index_mapping must have dtype torch.int64, got torch.int32");
+  HostTensor<int64_t> empty({0});
+  args_.full_to_swa_index_mapping = empty.view();
+  ExpectRejected("kv-canary: full_to_swa_index_mapping length must be >= 1, got 0");
+  args_.full_to_swa_index_mapping = lut_.view();
+  FusedVerify(args_);  // valid again
+}
+
+TEST_F(FusedVerifyValidation, TokenPoolChecks) {
+  check_token();
+  HostTensor<int64_t> pool64({2, 4}, 1);
+  args_.req_to_verify_expected_tokens = pool64.view();
+  ExpectRejected(
+      "kv-canary: req_to_verify_expected_tokens must have dtype torch.int32, got torch.int64");
+  args_.req_to_verify_expected_tokens = pool_.view();
+  HostTensor<int64_t> short_lens({1}, 2);
+  args_.req_to_verify_expected_tokens_valid_lens = short_lens.view();
+  ExpectRejected("kv-canary: req_to_verify_expected_tokens_valid_lens length must be 2, got 1");
+}
+
+TEST_F(FusedVerifyValidation, PairMustBeAnotherBuffer) {
+  args_.paired_context = args_.context;
+  ExpectRejected(
+      "kv-canary: paired_context.canary_buf must be a different buffer from canary_buf");
 }
 
 TEST(OffsetsOnlyPlan, RequiresTheScratch) {
