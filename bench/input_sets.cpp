@@ -67,10 +67,10 @@ void BuildSet(const Pool& pool, const CaseLayout& layout, int64_t first_request,
                                         set.verify_num_valid.view(), set.verify_enable.view()};
   plan.write_plan_out = WritePlanView{set.write_offsets.view(), set.write_seeds.view(),
                                       set.write_num_valid_reqs.view()};
-  plan.req_pool_indices = set.req_pool_indices.view();
-  plan.prefix_lens = set.prefix_lens.view();
-  plan.extend_seq_lens = set.extend_seq_lens.view();
-  plan.req_to_token = pool.req_to_token().view();
+  plan.inputs.req_pool_indices = set.req_pool_indices.view();
+  plan.inputs.prefix_lens = set.prefix_lens.view();
+  plan.inputs.extend_seq_lens = set.extend_seq_lens.view();
+  plan.inputs.req_to_token = pool.req_to_token().view();
   plan.verify_capacity = capacity;
   plan.verify_offsets_scratch = set.scratch.view();
   set.offsets_plan_args = plan;
@@ -115,7 +115,12 @@ void BindMode(std::vector<InputSet>& sets, const Pool& pool, RealData mode) {
       verify.plan = set.plan_args.verify_plan_out;
       verify.check_verify_expected_token = kCheckVerifyExpectedToken;
       FusedVerifyArgs& fused = set.fused_verify_args[t];
-      fused = FusedVerifyArgsOf(set.offsets_plan_args);
+      const PlanArgs& plan = set.offsets_plan_args;
+      fused = FusedVerifyArgs{.inputs = plan.inputs,
+                              .verify_offsets_scratch = plan.verify_offsets_scratch,
+                              .verify_num_valid = plan.verify_plan_out.verify_num_valid,
+                              .verify_enable = plan.verify_plan_out.enable,
+                              .verify_capacity = plan.verify_capacity};
       fused.context = context;
       fused.check_verify_expected_token = kCheckVerifyExpectedToken;
       WriteArgs& write = set.write_args[t];

@@ -53,18 +53,18 @@ inline PlanArgs PlanArgsOf(const PlanCase& c, const PlanBuffers& out, const Host
   PlanArgs args;
   args.verify_plan_out = out.verify();
   args.write_plan_out = out.write();
-  args.req_pool_indices = rp.view();
-  args.prefix_lens = prefix.view();
-  args.extend_seq_lens = extend.view();
-  args.req_to_token = c.req_to_token.view();
-  args.swa_window_size = c.window;
-  if (!c.lut.empty()) args.full_to_swa_index_mapping = lut.view();
+  args.inputs.req_pool_indices = rp.view();
+  args.inputs.prefix_lens = prefix.view();
+  args.inputs.extend_seq_lens = extend.view();
+  args.inputs.req_to_token = c.req_to_token.view();
+  args.inputs.swa_window_size = c.window;
+  if (!c.lut.empty()) args.inputs.full_to_swa_index_mapping = lut.view();
   args.verify_capacity = out.slots.shape()[0];
   if (c.pool.has_value()) {
-    args.req_to_verify_expected_tokens = c.pool->view();
-    args.req_to_verify_expected_tokens_valid_lens = valid_lens.view();
+    args.inputs.req_to_verify_expected_tokens = c.pool->view();
+    args.inputs.req_to_verify_expected_tokens_valid_lens = valid_lens.view();
   }
-  args.kv_token_id_vs_position_offset = c.token_offset;
+  args.inputs.kv_token_id_vs_position_offset = c.token_offset;
   return args;
 }
 

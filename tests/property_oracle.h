@@ -172,7 +172,11 @@ class PlanCall {
     PlanArgs args = ArgsOf(counts, out, verify_capacity);
     args.verify_offsets_scratch = scratch.view();
     Plan(args);
-    return FusedVerifyArgsOf(args);
+    return FusedVerifyArgs{.inputs = args.inputs,
+                           .verify_offsets_scratch = args.verify_offsets_scratch,
+                           .verify_num_valid = out.num_valid.view(),
+                           .verify_enable = out.enable.view(),
+                           .verify_capacity = verify_capacity};
   }
 
   // launch_plan_offsets_kernel then launch_plan_entries_kernel, after zeroing write_offsets
@@ -181,36 +185,36 @@ class PlanCall {
     std::fill(out.offsets.values().begin(), out.offsets.values().end(), 0);
     HostTensor<int64_t> scratch({std::max(kPlanOffsetsScratchMinLength, in_.bs() + 1)}, kSentinel);
     PlanOffsetsArgs offsets;
-    offsets.req_pool_indices = rp_.view();
-    offsets.prefix_lens = prefix_.view();
-    offsets.extend_seq_lens = extend_.view();
-    offsets.req_to_token = Table();
-    offsets.full_to_swa_index_mapping = Lut();
+    offsets.inputs.req_pool_indices = rp_.view();
+    offsets.inputs.prefix_lens = prefix_.view();
+    offsets.inputs.extend_seq_lens = extend_.view();
+    offsets.inputs.req_to_token = Table();
+    offsets.inputs.full_to_swa_index_mapping = Lut();
     offsets.out_verify_offsets_scratch = scratch.view();
     offsets.out_write_offsets = out.offsets.view();
     offsets.out_write_seed_slot_indices = out.seeds.view();
     offsets.out_verify_num_valid = out.num_valid.view();
     offsets.out_verify_enable = out.enable.view();
     offsets.out_write_num_valid_reqs = out.num_valid_reqs.view();
-    offsets.swa_window_size = in_.window;
+    offsets.inputs.swa_window_size = in_.window;
     offsets.verify_capacity = out.slots.shape()[0];
     PlanOffsets(offsets);
 
     PlanEntriesArgs entries;
-    entries.req_pool_indices = rp_.view();
-    entries.prefix_lens = prefix_.view();
-    entries.req_to_token = Table();
-    entries.full_to_swa_index_mapping = Lut();
+    entries.inputs.req_pool_indices = rp_.view();
+    entries.inputs.prefix_lens = prefix_.view();
+    entries.inputs.req_to_token = Table();
+    entries.inputs.full_to_swa_index_mapping = Lut();
     entries.verify_offsets_scratch = scratch.view();
     entries.verify_enable = out.enable.view();
-    entries.req_to_verify_expected_tokens = Pool();
-    entries.req_to_verify_expected_tokens_valid_lens = ValidLens();
+    entries.inputs.req_to_verify_expected_tokens = Pool();
+    entries.inputs.req_to_verify_expected_tokens_valid_lens = ValidLens();
     entries.out_verify_slot_indices = out.slots.view();
     entries.out_verify_expected_tokens = out.tokens.view();
     entries.out_verify_expected_positions = out.positions.view();
     entries.out_verify_prev_slot_indices = out.prevs.view();
-    entries.kv_token_id_vs_position_offset = in_.token_offset;
-    entries.swa_window_size = in_.window;
+    entries.inputs.kv_token_id_vs_position_offset = in_.token_offset;
+    entries.inputs.swa_window_size = in_.window;
     PlanEntries(entries);
   }
 
@@ -221,16 +225,16 @@ class PlanCall {
     PlanArgs args;
     args.verify_plan_out = verify;
     args.write_plan_out = out.write();
-    args.req_pool_indices = rp_.view();
-    args.prefix_lens = prefix_.view();
-    args.extend_seq_lens = extend_.view();
-    args.req_to_token = Table();
-    args.swa_window_size = in_.window;
-    args.full_to_swa_index_mapping = Lut();
+    args.inputs.req_pool_indices = rp_.view();
+    args.inputs.prefix_lens = prefix_.view();
+    args.inputs.extend_seq_lens = extend_.view();
+    args.inputs.req_to_token = Table();
+    args.inputs.swa_window_size = in_.window;
+    args.inputs.full_to_swa_index_mapping = Lut();
     args.verify_capacity = capacity;
-    args.req_to_verify_expected_tokens = Pool();
-    args.req_to_verify_expected_tokens_valid_lens = ValidLens();
-    args.kv_token_id_vs_position_offset = in_.token_offset;
+    args.inputs.req_to_verify_expected_tokens = Pool();
+    args.inputs.req_to_verify_expected_tokens_valid_lens = ValidLens();
+    args.inputs.kv_token_id_vs_position_offset = in_.token_offset;
     return args;
   }
   TensorView Table() const {

@@ -119,10 +119,10 @@ TEST(EdgeCases, D6PlanHasNoBatchSizeLimitButPlanOffsetsKeepsIt) {
   HostTensor<int64_t> scratch({kBs + 1});
   PlanBuffers staged(kBs, kBs);
   PlanOffsetsArgs args;
-  args.req_pool_indices = rp.view();
-  args.prefix_lens = ones.view();
-  args.extend_seq_lens = ones.view();
-  args.req_to_token = c.req_to_token.view();
+  args.inputs.req_pool_indices = rp.view();
+  args.inputs.prefix_lens = ones.view();
+  args.inputs.extend_seq_lens = ones.view();
+  args.inputs.req_to_token = c.req_to_token.view();
   args.out_verify_offsets_scratch = scratch.view();
   args.out_write_offsets = staged.offsets.view();
   args.out_write_seed_slot_indices = staged.seeds.view();

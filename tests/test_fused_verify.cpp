@@ -165,9 +165,9 @@ TEST(FusedVerify, EmptyBatchCountsTheLaunchOnly) {
   const HostTensor<int32_t> enable({1}, 1);
   FusedVerifyArgs args;
   args.context = state.Context();
-  args.req_pool_indices = empty.view();
-  args.prefix_lens = empty.view();
-  args.req_to_token = table.view();
+  args.inputs.req_pool_indices = empty.view();
+  args.inputs.prefix_lens = empty.view();
+  args.inputs.req_to_token = table.view();
   args.verify_offsets_scratch = scratch.view();
   args.verify_num_valid = num_valid.view();
   args.verify_enable = enable.view();
@@ -199,9 +199,9 @@ class FusedVerifyValidation : public ::testing::Test {
     state_.slot_run_counter[0] = 100;
     state_.kernel_run_counter[0] = 7;
     args_.context = state_.Context();
-    args_.req_pool_indices = rp_.view();
-    args_.prefix_lens = prefix_.view();
-    args_.req_to_token = table_.view();
+    args_.inputs.req_pool_indices = rp_.view();
+    args_.inputs.prefix_lens = prefix_.view();
+    args_.inputs.req_to_token = table_.view();
     args_.verify_offsets_scratch = scratch_.view();
     args_.verify_num_valid = num_valid_.view();
     args_.verify_enable = enable_.view();
@@ -211,8 +211,8 @@ class FusedVerifyValidation : public ::testing::Test {
   // A token check with a valid pool and its lengths.
   void check_token() {
     args_.check_verify_expected_token = true;
-    args_.req_to_verify_expected_tokens = pool_.view();
-    args_.req_to_verify_expected_tokens_valid_lens = lens_.view();
+    args_.inputs.req_to_verify_expected_tokens = pool_.view();
+    args_.inputs.req_to_verify_expected_tokens_valid_lens = lens_.view();
   }
 
   void ExpectRejected(const std::string& message) {
@@ -243,7 +243,7 @@ TEST_F(FusedVerifyValidation, RequiredTensors) {
   args_.verify_offsets_scratch = TensorView();
   ExpectRejected("kv-canary: verify_offsets_scratch is required, got None");
   args_.verify_offsets_scratch = scratch_.view();
-  args_.req_to_token = TensorView();
+  args_.inputs.req_to_token = TensorView();
   ExpectRejected("kv-canary: req_to_token is required, got None");
 }
 
@@ -255,13 +255,13 @@ TEST_F(FusedVerifyValidation, ContextChecksOfVerify) {
 }
 
 TEST_F(FusedVerifyValidation, WindowNeedsATable) {
-  args_.swa_window_size = 2;
+  args_.inputs.swa_window_size = 2;
   ExpectRejected("kv-canary: fused_verify requires full_to_swa_index_mapping when "
                  "swa_window_size > 0");
 }
 
 TEST_F(FusedVerifyValidation, PoolNeedsValidLens) {
-  args_.req_to_verify_expected_tokens = pool_.view();
+  args_.inputs.req_to_verify_expected_tokens = pool_.view();
   ExpectRejected("kv-canary: fused_verify requires req_to_verify_expected_tokens_valid_lens when "
                  "req_to_verify_expected_tokens is set");
 }
@@ -273,10 +273,10 @@ TEST_F(FusedVerifyValidation, CapacityRange) {
 
 TEST_F(FusedVerifyValidation, BatchVectors) {
   HostTensor<int64_t> short_prefix({1}, 2);
-  args_.prefix_lens = short_prefix.view();
+  args_.inputs.prefix_lens = short_prefix.view();
   ExpectRejected("kv-canary: prefix_lens length must be 2, got 1");
-  args_.prefix_lens = prefix_.view();
-  args_.req_pool_indices = Recast(rp_, DType::kInt32);
+  args_.inputs.prefix_lens = prefix_.view();
+  args_.inputs.req_pool_indices = Recast(rp_, DType::kInt32);
   ExpectRejected("kv-canary: req_pool_indices must have dtype torch.int64, got torch.int32");
 }
 
@@ -290,7 +290,7 @@ TEST_F(FusedVerifyValidation, StageOneOutputs) {
 }
 
 TEST_F(FusedVerifyValidation, TableLayoutAndPitch) {
-  args_.req_to_token_stride0 = 5;
+  args_.inputs.req_to_token_stride0 = 5;
   ExpectRejected("kv-canary: req_to_token_stride0=5 does not match req_to_token.stride(0)=4");
 }
 
@@ -305,41 +305,41 @@ TEST_F(FusedVerifyValidation, CountsAndContiguity) {
   ExpectRejected("kv-canary: verify_num_valid length must be 1, got 2");
   args_.verify_num_valid = num_valid_.view();
   HostTensor<int64_t> wide({6}, 2);
-  args_.prefix_lens = Gapped(wide);
+  args_.inputs.prefix_lens = Gapped(wide);
   ExpectRejected("kv-canary: prefix_lens must be contiguous");
 }
 
 TEST_F(FusedVerifyValidation, TableDTypeAndRank) {
   HostTensor<int64_t> table64({2, 4}, 3);
-  args_.req_to_token = table64.view();
+  args_.inputs.req_to_token = table64.view();
   ExpectRejected("kv-canary: req_to_token must have dtype torch.int32, got torch.int64");
   HostTensor<int32_t> flat({8}, 3);
-  args_.req_to_token = flat.view();
+  args_.inputs.req_to_token = flat.view();
   ExpectRejected("kv-canary: req_to_token must be 2-D, got shape (8,)");
 }
 
 TEST_F(FusedVerifyValidation, SwaTableChecks) {
-  args_.swa_window_size = 2;
+  args_.inputs.swa_window_size = 2;
   HostTensor<int32_t> lut32({8}, 1);
-  args_.full_to_swa_index_mapping = lut32.view();
+  args_.inputs.full_to_swa_index_mapping = lut32.view();
   ExpectRejected(
       "kv-canary: full_to_swa_index_mapping must have dtype torch.int64, got torch.int32");
   HostTensor<int64_t> empty({0});
-  args_.full_to_swa_index_mapping = empty.view();
+  args_.inputs.full_to_swa_index_mapping = empty.view();
   ExpectRejected("kv-canary: full_to_swa_index_mapping length must be >= 1, got 0");
-  args_.full_to_swa_index_mapping = lut_.view();
+  args_.inputs.full_to_swa_index_mapping = lut_.view();
   FusedVerify(args_);  // valid again
 }
 
 TEST_F(FusedVerifyValidation, TokenPoolChecks) {
   check_token();
   HostTensor<int64_t> pool64({2, 4}, 1);
-  args_.req_to_verify_expected_tokens = pool64.view();
+  args_.inputs.req_to_verify_expected_tokens = pool64.view();
   ExpectRejected(
       "kv-canary: req_to_verify_expected_tokens must have dtype torch.int32, got torch.int64");
-  args_.req_to_verify_expected_tokens = pool_.view();
+  args_.inputs.req_to_verify_expected_tokens = pool_.view();
   HostTensor<int64_t> short_lens({1}, 2);
-  args_.req_to_verify_expected_tokens_valid_lens = short_lens.view();
+  args_.inputs.req_to_verify_expected_tokens_valid_lens = short_lens.view();
   ExpectRejected("kv-canary: req_to_verify_expected_tokens_valid_lens length must be 2, got 1");
 }
 
@@ -357,10 +357,10 @@ TEST(OffsetsOnlyPlan, RequiresTheScratch) {
   args.verify_plan_out = VerifyPlanView{TensorView(), TensorView(), TensorView(), TensorView(),
                                         out.num_valid.view(), out.enable.view()};
   args.write_plan_out = out.write();
-  args.req_pool_indices = rp.view();
-  args.prefix_lens = prefix.view();
-  args.extend_seq_lens = extend.view();
-  args.req_to_token = table.view();
+  args.inputs.req_pool_indices = rp.view();
+  args.inputs.prefix_lens = prefix.view();
+  args.inputs.extend_seq_lens = extend.view();
+  args.inputs.req_to_token = table.view();
   args.verify_capacity = 4;
   EXPECT_KVC_ERROR(Plan(args),
                    "kv-canary: launch_canary_plan_kernels requires verify_offsets_scratch for an "

@@ -48,14 +48,14 @@ struct PlanCase {
     PlanArgs args;
     args.verify_plan_out = plan.verify();
     args.write_plan_out = plan.write();
-    args.req_pool_indices = req_pool_indices.view();
-    args.prefix_lens = prefix_lens.view();
-    args.extend_seq_lens = extend_seq_lens.view();
-    args.req_to_token = req_to_token.view();
-    args.full_to_swa_index_mapping = lut.view();
+    args.inputs.req_pool_indices = req_pool_indices.view();
+    args.inputs.prefix_lens = prefix_lens.view();
+    args.inputs.extend_seq_lens = extend_seq_lens.view();
+    args.inputs.req_to_token = req_to_token.view();
+    args.inputs.full_to_swa_index_mapping = lut.view();
     args.verify_capacity = kVerifyCapacity;
-    args.req_to_verify_expected_tokens = pool.view();
-    args.req_to_verify_expected_tokens_valid_lens = valid_lens.view();
+    args.inputs.req_to_verify_expected_tokens = pool.view();
+    args.inputs.req_to_verify_expected_tokens_valid_lens = valid_lens.view();
     args.verify_offsets_scratch = scratch.view();
     return args;
   }
@@ -122,7 +122,7 @@ TEST(PlanValidation, ValidBaselineSucceedsAndWrites) {
 TEST(PlanValidation, PresenceReqToTokenMissingRaises) {
   PlanCase c;
   PlanArgs args = c.Args();
-  args.req_to_token = TensorView();
+  args.inputs.req_to_token = TensorView();
   ExpectPlanRaises(c, args, "kv-canary: req_to_token is required, got None");
 }
 
@@ -136,8 +136,8 @@ TEST(PlanValidation, PresenceVerifySlotIndicesMissingRaises) {
 TEST(PlanValidation, P1SwaWindowWithoutLutRaises) {
   PlanCase c;
   PlanArgs args = c.Args();
-  args.swa_window_size = 2;
-  args.full_to_swa_index_mapping = TensorView();
+  args.inputs.swa_window_size = 2;
+  args.inputs.full_to_swa_index_mapping = TensorView();
   ExpectPlanRaises(c, args,
                    "kv-canary: launch_canary_plan_kernels requires full_to_swa_index_mapping when "
                    "swa_window_size > 0");
@@ -152,11 +152,11 @@ TEST(PlanValidation, P2BatchAbove4096IsAccepted) {
   PlanArgs args = c.Args();
   args.verify_plan_out = big.verify();
   args.write_plan_out = big.write();
-  args.req_pool_indices = zeros.view();
-  args.prefix_lens = zeros.view();
-  args.extend_seq_lens = zeros.view();
-  args.req_to_verify_expected_tokens = TensorView();
-  args.req_to_verify_expected_tokens_valid_lens = TensorView();
+  args.inputs.req_pool_indices = zeros.view();
+  args.inputs.prefix_lens = zeros.view();
+  args.inputs.extend_seq_lens = zeros.view();
+  args.inputs.req_to_verify_expected_tokens = TensorView();
+  args.inputs.req_to_verify_expected_tokens_valid_lens = TensorView();
   args.verify_offsets_scratch = TensorView();
   Plan(args);
   EXPECT_EQ(big.num_valid_reqs[0], kBs);
@@ -186,7 +186,7 @@ TEST(PlanValidation, V12PlanVerifyCapacityAboveInt32Raises) {
 TEST(PlanValidation, P4PoolWithoutValidLensRaises) {
   PlanCase c;
   PlanArgs args = c.Args();
-  args.req_to_verify_expected_tokens_valid_lens = TensorView();
+  args.inputs.req_to_verify_expected_tokens_valid_lens = TensorView();
   ExpectPlanRaises(c, args,
                    "kv-canary: launch_plan_entries_kernel requires "
                    "req_to_verify_expected_tokens_valid_lens when req_to_verify_expected_tokens "
@@ -198,7 +198,7 @@ TEST(PlanValidation, P5O1ReqPoolIndicesNotContiguousRaises) {
   PlanCase c;
   const HostTensor<int64_t> wide = HostTensor<int64_t>::Of({1, 0, 2, 0});
   PlanArgs args = c.Args();
-  args.req_pool_indices = EveryOther(wide);
+  args.inputs.req_pool_indices = EveryOther(wide);
   ExpectPlanRaises(c, args, "kv-canary: req_pool_indices must be contiguous");
 }
 
@@ -206,7 +206,7 @@ TEST(PlanValidation, P5O1LutNotContiguousRaises) {
   PlanCase c;
   const HostTensor<int64_t> wide({2 * kLutLen});
   PlanArgs args = c.Args();
-  args.full_to_swa_index_mapping = EveryOther(wide);
+  args.inputs.full_to_swa_index_mapping = EveryOther(wide);
   ExpectPlanRaises(c, args, "kv-canary: lut_tensor must be contiguous");
 }
 
@@ -223,7 +223,7 @@ TEST(PlanValidation, P5O2ReqPoolIndicesWrongDtypeRaises) {
   PlanCase c;
   const HostTensor<int32_t> narrow = HostTensor<int32_t>::Of({1, 2});
   PlanArgs args = c.Args();
-  args.req_pool_indices = narrow.view();
+  args.inputs.req_pool_indices = narrow.view();
   ExpectPlanRaises(c, args,
                    "kv-canary: req_pool_indices must have dtype torch.int64, got torch.int32");
 }
@@ -232,7 +232,7 @@ TEST(PlanValidation, P5O2ReqToTokenWrongDtypeRaises) {
   PlanCase c;
   const HostTensor<int64_t> wide({4, 8});
   PlanArgs args = c.Args();
-  args.req_to_token = wide.view();
+  args.inputs.req_to_token = wide.view();
   ExpectPlanRaises(c, args, "kv-canary: req_to_token must have dtype torch.int32, got torch.int64");
 }
 
@@ -240,7 +240,7 @@ TEST(PlanValidation, P5O2LutWrongDtypeRaises) {
   PlanCase c;
   const HostTensor<int32_t> narrow({kLutLen});
   PlanArgs args = c.Args();
-  args.full_to_swa_index_mapping = narrow.view();
+  args.inputs.full_to_swa_index_mapping = narrow.view();
   ExpectPlanRaises(c, args, "kv-canary: lut_tensor must have dtype torch.int64, got torch.int32");
 }
 
@@ -259,7 +259,7 @@ TEST(PlanValidation, P5O2WriteNumValidReqsWrongDtypeRaises) {
 TEST(PlanValidation, P5O12ReqPoolIndicesNot1DRaises) {
   PlanCase c;
   PlanArgs args = c.Args();
-  args.req_pool_indices = c.req_pool_indices.view({2, 1});
+  args.inputs.req_pool_indices = c.req_pool_indices.view({2, 1});
   ExpectPlanRaises(c, args, "kv-canary: req_pool_indices must be 1-D, got shape (2, 1)");
 }
 
@@ -267,21 +267,21 @@ TEST(PlanValidation, P5O12PrefixLensLengthRaises) {
   PlanCase c;
   const HostTensor<int64_t> longer = HostTensor<int64_t>::Of({3, 2, 0});
   PlanArgs args = c.Args();
-  args.prefix_lens = longer.view();
+  args.inputs.prefix_lens = longer.view();
   ExpectPlanRaises(c, args, "kv-canary: prefix_lens length must be 2, got 3");
 }
 
 TEST(PlanValidation, P5O12ExtendSeqLensLengthRaises) {
   PlanCase c;
   PlanArgs args = c.Args();
-  args.extend_seq_lens = c.extend_seq_lens.view({1});
+  args.inputs.extend_seq_lens = c.extend_seq_lens.view({1});
   ExpectPlanRaises(c, args, "kv-canary: extend_seq_lens length must be 2, got 1");
 }
 
 TEST(PlanValidation, P5O13ReqToTokenNot2DRaises) {
   PlanCase c;
   PlanArgs args = c.Args();
-  args.req_to_token = c.req_to_token.view({32});
+  args.inputs.req_to_token = c.req_to_token.view({32});
   ExpectPlanRaises(c, args, "kv-canary: req_to_token must be 2-D, got shape (32,)");
 }
 
@@ -312,7 +312,7 @@ TEST(PlanValidation, P5O15WriteNumValidReqsLengthRaises) {
 TEST(PlanValidation, P5O15LutNot1DRaises) {
   PlanCase c;
   PlanArgs args = c.Args();
-  args.full_to_swa_index_mapping = c.lut.view({8, 8});
+  args.inputs.full_to_swa_index_mapping = c.lut.view({8, 8});
   ExpectPlanRaises(c, args, "kv-canary: lut_tensor must be 1-D, got shape (8, 8)");
 }
 
@@ -342,7 +342,7 @@ TEST(PlanValidation, P5O17BatchExceedsWriteCapacityRaises) {
 TEST(PlanValidation, P5O18ReqToTokenStride0MismatchRaises) {
   PlanCase c;
   PlanArgs args = c.Args();
-  args.req_to_token_stride0 = 16;
+  args.inputs.req_to_token_stride0 = 16;
   ExpectPlanRaises(c, args,
                    "kv-canary: req_to_token_stride0=16 does not match req_to_token.stride(0)=8");
 }
@@ -350,7 +350,7 @@ TEST(PlanValidation, P5O18ReqToTokenStride0MismatchRaises) {
 TEST(PlanValidation, P6EmptyLutRaises) {
   PlanCase c;
   PlanArgs args = c.Args();
-  args.full_to_swa_index_mapping = c.lut.view({0});
+  args.inputs.full_to_swa_index_mapping = c.lut.view({0});
   ExpectPlanRaises(c, args, "kv-canary: lut_tensor length must be >= 1, got 0");
 }
 
@@ -402,7 +402,7 @@ TEST(PlanValidation, P8PoolNotContiguousRaises) {
   PlanCase c;
   const HostTensor<int32_t> wide({4, 16});
   PlanArgs args = c.Args();
-  args.req_to_verify_expected_tokens = wide.view({4, 8}, {16, 1});
+  args.inputs.req_to_verify_expected_tokens = wide.view({4, 8}, {16, 1});
   ExpectPlanRaises(c, args, "kv-canary: req_to_verify_expected_tokens must be contiguous");
 }
 
@@ -410,7 +410,7 @@ TEST(PlanValidation, P8PoolWrongDtypeRaises) {
   PlanCase c;
   const HostTensor<int64_t> wide({4, 8});
   PlanArgs args = c.Args();
-  args.req_to_verify_expected_tokens = wide.view();
+  args.inputs.req_to_verify_expected_tokens = wide.view();
   ExpectPlanRaises(c, args,
                    "kv-canary: req_to_verify_expected_tokens must have dtype torch.int32, got "
                    "torch.int64");
@@ -419,7 +419,7 @@ TEST(PlanValidation, P8PoolWrongDtypeRaises) {
 TEST(PlanValidation, P8PoolNot2DRaises) {
   PlanCase c;
   PlanArgs args = c.Args();
-  args.req_to_verify_expected_tokens = c.pool.view({32});
+  args.inputs.req_to_verify_expected_tokens = c.pool.view({32});
   ExpectPlanRaises(c, args,
                    "kv-canary: req_to_verify_expected_tokens must be 2-D, got shape (32,)");
 }
@@ -428,7 +428,7 @@ TEST(PlanValidation, P8ValidLensNotContiguousRaises) {
   PlanCase c;
   const HostTensor<int64_t> wide = HostTensor<int64_t>::Of({8, 0, 8, 0});
   PlanArgs args = c.Args();
-  args.req_to_verify_expected_tokens_valid_lens = EveryOther(wide);
+  args.inputs.req_to_verify_expected_tokens_valid_lens = EveryOther(wide);
   ExpectPlanRaises(c, args,
                    "kv-canary: req_to_verify_expected_tokens_valid_lens must be contiguous");
 }
@@ -437,7 +437,7 @@ TEST(PlanValidation, P8ValidLensWrongDtypeRaises) {
   PlanCase c;
   const HostTensor<int32_t> narrow = HostTensor<int32_t>::Of({8, 8});
   PlanArgs args = c.Args();
-  args.req_to_verify_expected_tokens_valid_lens = narrow.view();
+  args.inputs.req_to_verify_expected_tokens_valid_lens = narrow.view();
   ExpectPlanRaises(c, args,
                    "kv-canary: req_to_verify_expected_tokens_valid_lens must have dtype "
                    "torch.int64, got torch.int32");
@@ -447,7 +447,7 @@ TEST(PlanValidation, P8ValidLensLengthRaises) {
   PlanCase c;
   const HostTensor<int64_t> longer = HostTensor<int64_t>::Of({8, 8, 8});
   PlanArgs args = c.Args();
-  args.req_to_verify_expected_tokens_valid_lens = longer.view();
+  args.inputs.req_to_verify_expected_tokens_valid_lens = longer.view();
   ExpectPlanRaises(c, args,
                    "kv-canary: req_to_verify_expected_tokens_valid_lens length must be 2, got 3");
 }
@@ -499,7 +499,7 @@ TEST(PlanValidation, P10ExpectedTokensOnOtherDeviceRaises) {
 TEST(PlanValidation, P10ReqToTokenOnOtherDeviceRaises) {
   PlanCase c;
   PlanArgs args = c.Args();
-  args.req_to_token = OnCuda(args.req_to_token);
+  args.inputs.req_to_token = OnCuda(args.inputs.req_to_token);
   ExpectPlanRaises(c, args,
                    "kv-canary: req_to_token must be on out_verify_slot_indices's device cpu, got "
                    "cuda:0");
@@ -552,10 +552,10 @@ void AllOnDevice(Device device, PlanArgs& args) {
   MoveToDevice(device,
                {&v.verify_slot_indices, &v.verify_expected_tokens, &v.verify_expected_positions,
                 &v.verify_prev_slot_indices, &v.verify_num_valid, &v.enable, &w.write_offsets,
-                &w.write_seed_slot_indices, &w.write_num_valid_reqs, &args.req_pool_indices,
-                &args.prefix_lens, &args.extend_seq_lens, &args.req_to_token,
-                &args.full_to_swa_index_mapping, &args.req_to_verify_expected_tokens,
-                &args.req_to_verify_expected_tokens_valid_lens, &args.verify_offsets_scratch});
+                &w.write_seed_slot_indices, &w.write_num_valid_reqs, &args.inputs.req_pool_indices,
+                &args.inputs.prefix_lens, &args.inputs.extend_seq_lens, &args.inputs.req_to_token,
+                &args.inputs.full_to_swa_index_mapping, &args.inputs.req_to_verify_expected_tokens,
+                &args.inputs.req_to_verify_expected_tokens_valid_lens, &args.verify_offsets_scratch});
 }
 
 // DLPack's Metal: supported by no build.
@@ -583,7 +583,7 @@ TEST(PlanValidation, D10SlicedReqToTokenReadsTheRightRows) {
   PlanCase c;
   const WideTable table;
   PlanArgs args = c.Args();
-  args.req_to_token = table.Sliced();
+  args.inputs.req_to_token = table.Sliced();
   Plan(args);
   ExpectBaselinePlan(c);
 }
@@ -592,8 +592,8 @@ TEST(PlanValidation, D10SlicedReqToTokenWithMatchingStride0Passes) {
   PlanCase c;
   const WideTable table;
   PlanArgs args = c.Args();
-  args.req_to_token = table.Sliced();
-  args.req_to_token_stride0 = 16;
+  args.inputs.req_to_token = table.Sliced();
+  args.inputs.req_to_token_stride0 = 16;
   Plan(args);
   ExpectBaselinePlan(c);
 }
@@ -602,8 +602,8 @@ TEST(PlanValidation, D10SlicedReqToTokenWithStaleStride0Raises) {
   PlanCase c;
   const WideTable table;
   PlanArgs args = c.Args();
-  args.req_to_token = table.Sliced();
-  args.req_to_token_stride0 = 8;
+  args.inputs.req_to_token = table.Sliced();
+  args.inputs.req_to_token_stride0 = 8;
   ExpectPlanRaises(c, args,
                    "kv-canary: req_to_token_stride0=8 does not match req_to_token.stride(0)=16");
 }
@@ -612,15 +612,15 @@ TEST(PlanValidation, D10SlicedReqToTokenRequiredContiguousRaises) {
   PlanCase c;
   const WideTable table;
   PlanArgs args = c.Args();
-  args.req_to_token = table.Sliced();
-  args.require_contiguous_req_to_token = true;
+  args.inputs.req_to_token = table.Sliced();
+  args.inputs.require_contiguous_req_to_token = true;
   ExpectPlanRaises(c, args, "kv-canary: req_to_token must be contiguous");
 }
 
 TEST(PlanValidation, D10TransposedReqToTokenRaises) {
   PlanCase c;
   PlanArgs args = c.Args();
-  args.req_to_token = c.req_to_token.view({4, 8}, {1, 4});
+  args.inputs.req_to_token = c.req_to_token.view({4, 8}, {1, 4});
   ExpectPlanRaises(c, args,
                    "kv-canary: req_to_token must have stride 1 in its last dimension and a row "
                    "stride >= its width, got shape (4, 8) strides (1, 4)");
@@ -629,7 +629,7 @@ TEST(PlanValidation, D10TransposedReqToTokenRaises) {
 TEST(PlanValidation, D10ExpandedReqToTokenRaises) {
   PlanCase c;
   PlanArgs args = c.Args();
-  args.req_to_token = c.req_to_token.view({4, 8}, {0, 1});
+  args.inputs.req_to_token = c.req_to_token.view({4, 8}, {0, 1});
   ExpectPlanRaises(c, args,
                    "kv-canary: req_to_token must have stride 1 in its last dimension and a row "
                    "stride >= its width, got shape (4, 8) strides (0, 1)");

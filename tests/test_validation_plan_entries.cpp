@@ -22,14 +22,14 @@ namespace {
 struct EntriesCase {
   PlanEntriesArgs Args() const {
     PlanEntriesArgs args;
-    args.req_pool_indices = req_pool_indices.view();
-    args.prefix_lens = prefix_lens.view();
-    args.req_to_token = req_to_token.view();
-    args.full_to_swa_index_mapping = lut.view();
+    args.inputs.req_pool_indices = req_pool_indices.view();
+    args.inputs.prefix_lens = prefix_lens.view();
+    args.inputs.req_to_token = req_to_token.view();
+    args.inputs.full_to_swa_index_mapping = lut.view();
     args.verify_offsets_scratch = scratch.view();
     args.verify_enable = verify_enable.view();
-    args.req_to_verify_expected_tokens = pool.view();
-    args.req_to_verify_expected_tokens_valid_lens = valid_lens.view();
+    args.inputs.req_to_verify_expected_tokens = pool.view();
+    args.inputs.req_to_verify_expected_tokens_valid_lens = valid_lens.view();
     args.out_verify_slot_indices = slots.view();
     args.out_verify_expected_tokens = tokens.view();
     args.out_verify_expected_positions = positions.view();
@@ -94,7 +94,7 @@ TEST(PlanValidation, EntriesPresenceVerifyEnableMissingRaises) {
 TEST(PlanValidation, E1PoolWithoutValidLensRaises) {
   EntriesCase c;
   PlanEntriesArgs args = c.Args();
-  args.req_to_verify_expected_tokens_valid_lens = TensorView();
+  args.inputs.req_to_verify_expected_tokens_valid_lens = TensorView();
   ExpectEntriesRaises(c, args,
                       "kv-canary: launch_plan_entries_kernel requires "
                       "req_to_verify_expected_tokens_valid_lens when req_to_verify_expected_tokens "
@@ -106,7 +106,7 @@ TEST(PlanValidation, EReqPoolIndicesNotContiguousRaises) {
   EntriesCase c;
   const HostTensor<int64_t> wide = HostTensor<int64_t>::Of({1, 0, 2, 0});
   PlanEntriesArgs args = c.Args();
-  args.req_pool_indices = EveryOther(wide);
+  args.inputs.req_pool_indices = EveryOther(wide);
   ExpectEntriesRaises(c, args, "kv-canary: req_pool_indices must be contiguous");
 }
 
@@ -114,7 +114,7 @@ TEST(PlanValidation, EReqPoolIndicesWrongDtypeRaises) {
   EntriesCase c;
   const HostTensor<int32_t> narrow = HostTensor<int32_t>::Of({1, 2});
   PlanEntriesArgs args = c.Args();
-  args.req_pool_indices = narrow.view();
+  args.inputs.req_pool_indices = narrow.view();
   ExpectEntriesRaises(c, args,
                       "kv-canary: req_pool_indices must have dtype torch.int64, got torch.int32");
 }
@@ -122,7 +122,7 @@ TEST(PlanValidation, EReqPoolIndicesWrongDtypeRaises) {
 TEST(PlanValidation, EReqPoolIndicesNot1DRaises) {
   EntriesCase c;
   PlanEntriesArgs args = c.Args();
-  args.req_pool_indices = c.req_pool_indices.view({1, 2});
+  args.inputs.req_pool_indices = c.req_pool_indices.view({1, 2});
   ExpectEntriesRaises(c, args, "kv-canary: req_pool_indices must be 1-D, got shape (1, 2)");
 }
 
@@ -130,14 +130,14 @@ TEST(PlanValidation, EPrefixLensNotContiguousRaises) {
   EntriesCase c;
   const HostTensor<int64_t> wide = HostTensor<int64_t>::Of({3, 0, 2, 0});
   PlanEntriesArgs args = c.Args();
-  args.prefix_lens = EveryOther(wide);
+  args.inputs.prefix_lens = EveryOther(wide);
   ExpectEntriesRaises(c, args, "kv-canary: prefix_lens must be contiguous");
 }
 
 TEST(PlanValidation, EPrefixLensLengthRaises) {
   EntriesCase c;
   PlanEntriesArgs args = c.Args();
-  args.prefix_lens = c.prefix_lens.view({1});
+  args.inputs.prefix_lens = c.prefix_lens.view({1});
   ExpectEntriesRaises(c, args, "kv-canary: prefix_lens length must be 2, got 1");
 }
 
@@ -245,14 +245,14 @@ TEST(PlanValidation, EPrevSlotIndicesLengthRaises) {
 TEST(PlanValidation, EReqToTokenTransposedRaisesD10) {
   EntriesCase c;
   PlanEntriesArgs args = c.Args();
-  args.req_to_token = c.req_to_token.view({4, 8}, {1, 4});
+  args.inputs.req_to_token = c.req_to_token.view({4, 8}, {1, 4});
   ExpectEntriesRaises(c, args, D10Message("(1, 4)"));
 }
 
 TEST(PlanValidation, EReqToTokenExpandedRaisesD10) {
   EntriesCase c;
   PlanEntriesArgs args = c.Args();
-  args.req_to_token = c.req_to_token.view({4, 8}, {0, 1});
+  args.inputs.req_to_token = c.req_to_token.view({4, 8}, {0, 1});
   ExpectEntriesRaises(c, args, D10Message("(0, 1)"));
 }
 
@@ -260,8 +260,8 @@ TEST(PlanValidation, EReqToTokenRequiredContiguousRaises) {
   EntriesCase c;
   const WideTable table;
   PlanEntriesArgs args = c.Args();
-  args.req_to_token = table.Sliced();
-  args.require_contiguous_req_to_token = true;
+  args.inputs.req_to_token = table.Sliced();
+  args.inputs.require_contiguous_req_to_token = true;
   ExpectEntriesRaises(c, args, "kv-canary: req_to_token must be contiguous");
 }
 
@@ -269,7 +269,7 @@ TEST(PlanValidation, EReqToTokenWrongDtypeRaises) {
   EntriesCase c;
   const HostTensor<int64_t> wide({4, 8});
   PlanEntriesArgs args = c.Args();
-  args.req_to_token = wide.view();
+  args.inputs.req_to_token = wide.view();
   ExpectEntriesRaises(c, args,
                       "kv-canary: req_to_token must have dtype torch.int32, got torch.int64");
 }
@@ -277,7 +277,7 @@ TEST(PlanValidation, EReqToTokenWrongDtypeRaises) {
 TEST(PlanValidation, EReqToTokenNot2DRaises) {
   EntriesCase c;
   PlanEntriesArgs args = c.Args();
-  args.req_to_token = c.req_to_token.view({32});
+  args.inputs.req_to_token = c.req_to_token.view({32});
   ExpectEntriesRaises(c, args, "kv-canary: req_to_token must be 2-D, got shape (32,)");
 }
 
@@ -285,7 +285,7 @@ TEST(PlanValidation, D10EntriesSlicedReqToTokenReadsTheRightRows) {
   EntriesCase c;
   const WideTable table;
   PlanEntriesArgs args = c.Args();
-  args.req_to_token = table.Sliced();
+  args.inputs.req_to_token = table.Sliced();
   PlanEntries(args);
   ExpectBaselineEntries(c);
 }
@@ -294,7 +294,7 @@ TEST(PlanValidation, ELutNotContiguousRaises) {
   EntriesCase c;
   const HostTensor<int64_t> wide({2 * kLutLen});
   PlanEntriesArgs args = c.Args();
-  args.full_to_swa_index_mapping = EveryOther(wide);
+  args.inputs.full_to_swa_index_mapping = EveryOther(wide);
   ExpectEntriesRaises(c, args, "kv-canary: lut_tensor must be contiguous");
 }
 
@@ -302,7 +302,7 @@ TEST(PlanValidation, ELutWrongDtypeRaises) {
   EntriesCase c;
   const HostTensor<int32_t> narrow({kLutLen});
   PlanEntriesArgs args = c.Args();
-  args.full_to_swa_index_mapping = narrow.view();
+  args.inputs.full_to_swa_index_mapping = narrow.view();
   ExpectEntriesRaises(c, args,
                       "kv-canary: lut_tensor must have dtype torch.int64, got torch.int32");
 }
@@ -310,14 +310,14 @@ TEST(PlanValidation, ELutWrongDtypeRaises) {
 TEST(PlanValidation, ELutNot1DRaises) {
   EntriesCase c;
   PlanEntriesArgs args = c.Args();
-  args.full_to_swa_index_mapping = c.lut.view({8, 8});
+  args.inputs.full_to_swa_index_mapping = c.lut.view({8, 8});
   ExpectEntriesRaises(c, args, "kv-canary: lut_tensor must be 1-D, got shape (8, 8)");
 }
 
 TEST(PlanValidation, EEmptyLutRaises) {
   EntriesCase c;
   PlanEntriesArgs args = c.Args();
-  args.full_to_swa_index_mapping = c.lut.view({0});
+  args.inputs.full_to_swa_index_mapping = c.lut.view({0});
   ExpectEntriesRaises(c, args, "kv-canary: lut_tensor length must be >= 1, got 0");
 }
 
@@ -325,7 +325,7 @@ TEST(PlanValidation, EPoolNotContiguousRaises) {
   EntriesCase c;
   const HostTensor<int32_t> wide({4, 16});
   PlanEntriesArgs args = c.Args();
-  args.req_to_verify_expected_tokens = wide.view({4, 8}, {16, 1});
+  args.inputs.req_to_verify_expected_tokens = wide.view({4, 8}, {16, 1});
   ExpectEntriesRaises(c, args, "kv-canary: req_to_verify_expected_tokens must be contiguous");
 }
 
@@ -333,7 +333,7 @@ TEST(PlanValidation, EPoolWrongDtypeRaises) {
   EntriesCase c;
   const HostTensor<int64_t> wide({4, 8});
   PlanEntriesArgs args = c.Args();
-  args.req_to_verify_expected_tokens = wide.view();
+  args.inputs.req_to_verify_expected_tokens = wide.view();
   ExpectEntriesRaises(c, args,
                       "kv-canary: req_to_verify_expected_tokens must have dtype torch.int32, got "
                       "torch.int64");
@@ -342,7 +342,7 @@ TEST(PlanValidation, EPoolWrongDtypeRaises) {
 TEST(PlanValidation, EPoolNot2DRaises) {
   EntriesCase c;
   PlanEntriesArgs args = c.Args();
-  args.req_to_verify_expected_tokens = c.pool.view({32});
+  args.inputs.req_to_verify_expected_tokens = c.pool.view({32});
   ExpectEntriesRaises(c, args,
                       "kv-canary: req_to_verify_expected_tokens must be 2-D, got shape (32,)");
 }
@@ -351,7 +351,7 @@ TEST(PlanValidation, EValidLensNotContiguousRaises) {
   EntriesCase c;
   const HostTensor<int64_t> wide = HostTensor<int64_t>::Of({8, 0, 8, 0});
   PlanEntriesArgs args = c.Args();
-  args.req_to_verify_expected_tokens_valid_lens = EveryOther(wide);
+  args.inputs.req_to_verify_expected_tokens_valid_lens = EveryOther(wide);
   ExpectEntriesRaises(c, args,
                       "kv-canary: req_to_verify_expected_tokens_valid_lens must be contiguous");
 }
@@ -360,7 +360,7 @@ TEST(PlanValidation, EValidLensWrongDtypeRaises) {
   EntriesCase c;
   const HostTensor<int32_t> narrow = HostTensor<int32_t>::Of({8, 8});
   PlanEntriesArgs args = c.Args();
-  args.req_to_verify_expected_tokens_valid_lens = narrow.view();
+  args.inputs.req_to_verify_expected_tokens_valid_lens = narrow.view();
   ExpectEntriesRaises(c, args,
                       "kv-canary: req_to_verify_expected_tokens_valid_lens must have dtype "
                       "torch.int64, got torch.int32");
@@ -369,7 +369,7 @@ TEST(PlanValidation, EValidLensWrongDtypeRaises) {
 TEST(PlanValidation, EValidLensLengthRaises) {
   EntriesCase c;
   PlanEntriesArgs args = c.Args();
-  args.req_to_verify_expected_tokens_valid_lens = c.valid_lens.view({1});
+  args.inputs.req_to_verify_expected_tokens_valid_lens = c.valid_lens.view({1});
   ExpectEntriesRaises(
       c, args, "kv-canary: req_to_verify_expected_tokens_valid_lens length must be 2, got 1");
 }
@@ -378,7 +378,7 @@ TEST(PlanValidation, EValidLensLengthRaises) {
 TEST(PlanValidation, EReqPoolIndicesOnOtherDeviceRaises) {
   EntriesCase c;
   PlanEntriesArgs args = c.Args();
-  args.req_pool_indices = OnCuda(args.req_pool_indices);
+  args.inputs.req_pool_indices = OnCuda(args.inputs.req_pool_indices);
   ExpectEntriesRaises(c, args,
                       "kv-canary: req_pool_indices must be on verify_offsets_scratch's device cpu, "
                       "got cuda:0");
@@ -409,9 +409,9 @@ TEST(PlanValidation, G8EntriesPrevSlotIndicesReadOnlyRaises) {
 
 void AllOnDevice(Device device, PlanEntriesArgs& args) {
   MoveToDevice(device,
-               {&args.req_pool_indices, &args.prefix_lens, &args.req_to_token,
-                &args.full_to_swa_index_mapping, &args.verify_offsets_scratch, &args.verify_enable,
-                &args.req_to_verify_expected_tokens, &args.req_to_verify_expected_tokens_valid_lens,
+               {&args.inputs.req_pool_indices, &args.inputs.prefix_lens, &args.inputs.req_to_token,
+                &args.inputs.full_to_swa_index_mapping, &args.verify_offsets_scratch, &args.verify_enable,
+                &args.inputs.req_to_verify_expected_tokens, &args.inputs.req_to_verify_expected_tokens_valid_lens,
                 &args.out_verify_slot_indices, &args.out_verify_expected_tokens,
                 &args.out_verify_expected_positions, &args.out_verify_prev_slot_indices});
 }

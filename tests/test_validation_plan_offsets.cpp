@@ -24,11 +24,11 @@ constexpr int64_t kScratchLen = 4097;  // SGLang's fixed offsets block (O14)
 struct OffsetsCase {
   PlanOffsetsArgs Args() const {
     PlanOffsetsArgs args;
-    args.req_pool_indices = req_pool_indices.view();
-    args.prefix_lens = prefix_lens.view();
-    args.extend_seq_lens = extend_seq_lens.view();
-    args.req_to_token = req_to_token.view();
-    args.full_to_swa_index_mapping = lut.view();
+    args.inputs.req_pool_indices = req_pool_indices.view();
+    args.inputs.prefix_lens = prefix_lens.view();
+    args.inputs.extend_seq_lens = extend_seq_lens.view();
+    args.inputs.req_to_token = req_to_token.view();
+    args.inputs.full_to_swa_index_mapping = lut.view();
     args.out_verify_offsets_scratch = scratch.view();
     args.out_write_offsets = write_offsets.view();
     args.out_write_seed_slot_indices = seeds.view();
@@ -86,9 +86,9 @@ void ExpectBaselineOffsets(const OffsetsCase& c) {
 struct PaddingBatch {
   explicit PaddingBatch(int64_t bs) : zeros({bs}), offsets({bs + 1}), seeds({bs}) {}
   void ApplyTo(PlanOffsetsArgs& args) const {
-    args.req_pool_indices = zeros.view();
-    args.prefix_lens = zeros.view();
-    args.extend_seq_lens = zeros.view();
+    args.inputs.req_pool_indices = zeros.view();
+    args.inputs.prefix_lens = zeros.view();
+    args.inputs.extend_seq_lens = zeros.view();
     args.out_write_offsets = offsets.view();
     args.out_write_seed_slot_indices = seeds.view();
   }
@@ -117,14 +117,14 @@ TEST(PlanValidation, O1ReqPoolIndicesNotContiguousRaises) {
   OffsetsCase c;
   const HostTensor<int64_t> wide = HostTensor<int64_t>::Of({1, 0, 2, 0});
   PlanOffsetsArgs args = c.Args();
-  args.req_pool_indices = EveryOther(wide);
+  args.inputs.req_pool_indices = EveryOther(wide);
   ExpectOffsetsRaises(c, args, "kv-canary: req_pool_indices must be contiguous");
 }
 
 TEST(PlanValidation, O1ReqToTokenTransposedRaisesD10) {
   OffsetsCase c;
   PlanOffsetsArgs args = c.Args();
-  args.req_to_token = c.req_to_token.view({4, 8}, {1, 4});
+  args.inputs.req_to_token = c.req_to_token.view({4, 8}, {1, 4});
   ExpectOffsetsRaises(c, args, D10Message("(1, 4)"));
 }
 
@@ -132,8 +132,8 @@ TEST(PlanValidation, O1ReqToTokenRequiredContiguousRaises) {
   OffsetsCase c;
   const WideTable table;
   PlanOffsetsArgs args = c.Args();
-  args.req_to_token = table.Sliced();
-  args.require_contiguous_req_to_token = true;
+  args.inputs.req_to_token = table.Sliced();
+  args.inputs.require_contiguous_req_to_token = true;
   ExpectOffsetsRaises(c, args, "kv-canary: req_to_token must be contiguous");
 }
 
@@ -141,7 +141,7 @@ TEST(PlanValidation, O1LutNotContiguousRaises) {
   OffsetsCase c;
   const HostTensor<int64_t> wide({2 * kLutLen});
   PlanOffsetsArgs args = c.Args();
-  args.full_to_swa_index_mapping = EveryOther(wide);
+  args.inputs.full_to_swa_index_mapping = EveryOther(wide);
   ExpectOffsetsRaises(c, args, "kv-canary: lut_tensor must be contiguous");
 }
 
@@ -166,7 +166,7 @@ TEST(PlanValidation, O2ReqPoolIndicesWrongDtypeRaises) {
   OffsetsCase c;
   const HostTensor<int32_t> narrow = HostTensor<int32_t>::Of({1, 2});
   PlanOffsetsArgs args = c.Args();
-  args.req_pool_indices = narrow.view();
+  args.inputs.req_pool_indices = narrow.view();
   ExpectOffsetsRaises(c, args,
                       "kv-canary: req_pool_indices must have dtype torch.int64, got torch.int32");
 }
@@ -175,7 +175,7 @@ TEST(PlanValidation, O2ReqToTokenWrongDtypeRaises) {
   OffsetsCase c;
   const HostTensor<int64_t> wide({4, 8});
   PlanOffsetsArgs args = c.Args();
-  args.req_to_token = wide.view();
+  args.inputs.req_to_token = wide.view();
   ExpectOffsetsRaises(c, args,
                       "kv-canary: req_to_token must have dtype torch.int32, got torch.int64");
 }
@@ -245,14 +245,14 @@ TEST(PlanValidation, O6NegativeVerifyCapacityRaises) {
 TEST(PlanValidation, O7ZeroReqToTokenStride0Raises) {
   OffsetsCase c;
   PlanOffsetsArgs args = c.Args();
-  args.req_to_token_stride0 = 0;
+  args.inputs.req_to_token_stride0 = 0;
   ExpectOffsetsRaises(c, args, "kv-canary: req_to_token_stride0 must be positive, got 0");
 }
 
 TEST(PlanValidation, O7NegativeReqToTokenStride0Raises) {
   OffsetsCase c;
   PlanOffsetsArgs args = c.Args();
-  args.req_to_token_stride0 = -8;
+  args.inputs.req_to_token_stride0 = -8;
   ExpectOffsetsRaises(c, args, "kv-canary: req_to_token_stride0 must be positive, got -8");
 }
 
@@ -261,7 +261,7 @@ TEST(PlanValidation, O7NegativeReqToTokenStride0Raises) {
 TEST(PlanValidation, O7ExpandedOneRowReqToTokenRaises) {
   OffsetsCase c;
   PlanOffsetsArgs args = c.Args();
-  args.req_to_token = c.req_to_token.view({1, 8}, {0, 1});
+  args.inputs.req_to_token = c.req_to_token.view({1, 8}, {0, 1});
   ExpectOffsetsRaises(c, args, "kv-canary: req_to_token_stride0 must be positive, got 0");
 }
 
@@ -285,14 +285,14 @@ TEST(PlanValidation, O10ZeroLutLenWithLutRaises) {
 TEST(PlanValidation, O10EmptyLutRaises) {
   OffsetsCase c;
   PlanOffsetsArgs args = c.Args();
-  args.full_to_swa_index_mapping = c.lut.view({0});
+  args.inputs.full_to_swa_index_mapping = c.lut.view({0});
   ExpectOffsetsRaises(c, args, "kv-canary: lut_len must be positive when has_swa_lut is True");
 }
 
 TEST(PlanValidation, O11LutLenWithoutLutRaises) {
   OffsetsCase c;
   PlanOffsetsArgs args = c.Args();
-  args.full_to_swa_index_mapping = TensorView();
+  args.inputs.full_to_swa_index_mapping = TensorView();
   args.lut_len = 4;
   ExpectOffsetsRaises(c, args, "kv-canary: lut_len must be 0 when has_swa_lut is False");
 }
@@ -301,7 +301,7 @@ TEST(PlanValidation, O11LutLenWithoutLutRaises) {
 TEST(PlanValidation, O12ReqPoolIndicesNot1DRaises) {
   OffsetsCase c;
   PlanOffsetsArgs args = c.Args();
-  args.req_pool_indices = c.req_pool_indices.view({2, 1});
+  args.inputs.req_pool_indices = c.req_pool_indices.view({2, 1});
   ExpectOffsetsRaises(c, args, "kv-canary: req_pool_indices must be 1-D, got shape (2, 1)");
 }
 
@@ -309,21 +309,21 @@ TEST(PlanValidation, O12PrefixLensLengthRaises) {
   OffsetsCase c;
   const HostTensor<int64_t> longer = HostTensor<int64_t>::Of({3, 2, 0});
   PlanOffsetsArgs args = c.Args();
-  args.prefix_lens = longer.view();
+  args.inputs.prefix_lens = longer.view();
   ExpectOffsetsRaises(c, args, "kv-canary: prefix_lens length must be 2, got 3");
 }
 
 TEST(PlanValidation, O12ExtendSeqLensLengthRaises) {
   OffsetsCase c;
   PlanOffsetsArgs args = c.Args();
-  args.extend_seq_lens = c.extend_seq_lens.view({1});
+  args.inputs.extend_seq_lens = c.extend_seq_lens.view({1});
   ExpectOffsetsRaises(c, args, "kv-canary: extend_seq_lens length must be 2, got 1");
 }
 
 TEST(PlanValidation, O13ReqToTokenNot2DRaises) {
   OffsetsCase c;
   PlanOffsetsArgs args = c.Args();
-  args.req_to_token = c.req_to_token.view({32});
+  args.inputs.req_to_token = c.req_to_token.view({32});
   ExpectOffsetsRaises(c, args, "kv-canary: req_to_token must be 2-D, got shape (32,)");
 }
 
@@ -338,7 +338,7 @@ TEST(PlanValidation, O14LutShorterThanLutLenRaises) {
 TEST(PlanValidation, O14LutNot1DRaises) {
   OffsetsCase c;
   PlanOffsetsArgs args = c.Args();
-  args.full_to_swa_index_mapping = c.lut.view({8, 8});
+  args.inputs.full_to_swa_index_mapping = c.lut.view({8, 8});
   ExpectOffsetsRaises(c, args, "kv-canary: lut_tensor must be 1-D, got shape (8, 8)");
 }
 
@@ -409,7 +409,7 @@ TEST(PlanValidation, O17BatchExceedsWriteCapacityRaises) {
 TEST(PlanValidation, O18ReqToTokenStride0MismatchRaises) {
   OffsetsCase c;
   PlanOffsetsArgs args = c.Args();
-  args.req_to_token_stride0 = 16;
+  args.inputs.req_to_token_stride0 = 16;
   ExpectOffsetsRaises(c, args,
                       "kv-canary: req_to_token_stride0=16 does not match req_to_token.stride(0)=8");
 }
@@ -418,8 +418,8 @@ TEST(PlanValidation, D10OffsetsSlicedReqToTokenWithMatchingStride0Passes) {
   OffsetsCase c;
   const WideTable table;
   PlanOffsetsArgs args = c.Args();
-  args.req_to_token = table.Sliced();
-  args.req_to_token_stride0 = 16;
+  args.inputs.req_to_token = table.Sliced();
+  args.inputs.req_to_token_stride0 = 16;
   PlanOffsets(args);
   ExpectBaselineOffsets(c);
 }
@@ -428,7 +428,7 @@ TEST(PlanValidation, D10OffsetsSlicedReqToTokenWithMatchingStride0Passes) {
 TEST(PlanValidation, O19ReqPoolIndicesOnOtherDeviceRaises) {
   OffsetsCase c;
   PlanOffsetsArgs args = c.Args();
-  args.req_pool_indices = OnCuda(args.req_pool_indices);
+  args.inputs.req_pool_indices = OnCuda(args.inputs.req_pool_indices);
   ExpectOffsetsRaises(c, args,
                       "kv-canary: req_pool_indices must be on out_verify_offsets_scratch's device "
                       "cpu, got cuda:0");
@@ -459,8 +459,8 @@ TEST(PlanValidation, G8OffsetsWriteNumValidReqsReadOnlyRaises) {
 
 // G9: every tensor on one device that no backend of this build supports.
 void AllOnDevice(Device device, PlanOffsetsArgs& args) {
-  MoveToDevice(device, {&args.req_pool_indices, &args.prefix_lens, &args.extend_seq_lens,
-                        &args.req_to_token, &args.full_to_swa_index_mapping,
+  MoveToDevice(device, {&args.inputs.req_pool_indices, &args.inputs.prefix_lens, &args.inputs.extend_seq_lens,
+                        &args.inputs.req_to_token, &args.inputs.full_to_swa_index_mapping,
                         &args.out_verify_offsets_scratch, &args.out_write_offsets,
                         &args.out_write_seed_slot_indices, &args.out_verify_num_valid,
                         &args.out_verify_enable, &args.out_write_num_valid_reqs});

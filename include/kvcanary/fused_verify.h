@@ -35,16 +35,7 @@ struct FusedVerifyArgs {
   // The other half of the same group, checked against the same entries (as VerifyArgs).
   std::optional<LaunchContext> paired_context;
   bool check_verify_expected_token = false;
-  // The plan inputs, as PlanArgs names them (extend_seq_lens is not needed).
-  TensorView req_pool_indices;  // [bs] int64
-  TensorView prefix_lens;       // [bs] int64
-  TensorView req_to_token;      // [rows, width] int32, unit inner stride (spec D10)
-  std::optional<int64_t> req_to_token_stride0;
-  int64_t swa_window_size = 0;
-  TensorView full_to_swa_index_mapping;                 // [lut_len] int64; required when W > 0
-  TensorView req_to_verify_expected_tokens;             // [pool_rows, pool_width] int32 or absent
-  TensorView req_to_verify_expected_tokens_valid_lens;  // [bs] int64; required with the pool
-  int64_t kv_token_id_vs_position_offset = 0;
+  PlanInputs inputs;  // the inputs stage 1 was given (extend_seq_lens is not read)
   // Stage 1's outputs for these inputs.
   TensorView verify_offsets_scratch;  // [>= bs+1] int64
   TensorView verify_num_valid;        // [1] int32
@@ -53,10 +44,5 @@ struct FusedVerifyArgs {
 };
 
 void FusedVerify(const FusedVerifyArgs& args, StreamHandle stream = nullptr);
-
-// The FusedVerify over what `plan` (a full or offsets-only Plan) reads and writes: its inputs,
-// offsets scratch, counts and capacity. context, paired_context and the token check are left for
-// the caller.
-FusedVerifyArgs FusedVerifyArgsOf(const PlanArgs& plan);
 
 }  // namespace kvcanary

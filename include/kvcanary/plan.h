@@ -36,6 +36,30 @@ struct WritePlanView {
 int64_t VerifyPlanAllocationBytes(int64_t verify_capacity);
 int64_t WritePlanAllocationBytes(int64_t write_req_capacity);
 
+// The batch a forward describes and the tables that locate its tokens: what Plan, PlanOffsets,
+// PlanEntries and FusedVerify read. One type, so a forward's inputs are described once and every
+// op checks them with the same code (docs/validation.md).
+struct PlanInputs {
+  TensorView req_pool_indices;  // [bs] int64 req_to_token row per batch row; 0 = padding
+  TensorView prefix_lens;       // [bs] int64 tokens already in KV
+  // [bs] int64 tokens this forward writes. Plan and PlanOffsets need it; PlanEntries and
+  // FusedVerify do not read it (absent is fine, a given one is checked).
+  TensorView extend_seq_lens;
+  // [rows, width] int32 full-pool slot per (row, position). The C++ API accepts any view with
+  // unit inner stride and row stride >= width (a slice of a wider table; spec D10).
+  TensorView req_to_token;
+  // An engine that keeps the table as pointer + pitch passes its pitch here; it must equal
+  // req_to_token.stride(0) (O18), which catches a hard-coded pitch after the table became a view.
+  std::optional<int64_t> req_to_token_stride0;
+  // The Python launchers keep SGLang's contiguity check on req_to_token (O1).
+  bool require_contiguous_req_to_token = false;
+  int64_t swa_window_size = 0;           // W > 0: verify only the last W prefix positions
+  TensorView full_to_swa_index_mapping;  // [lut_len] int64 or absent; required when W > 0
+  TensorView req_to_verify_expected_tokens;             // [pool_rows, pool_width] int32 or absent
+  TensorView req_to_verify_expected_tokens_valid_lens;  // [bs] int64; required with the pool
+  int64_t kv_token_id_vs_position_offset = 0;           // 0 target, +1 EAGLE draft
+};
+
 // launch_canary_plan_kernels: both stages in one call (spec §7.2).
 //
 // kvcanary addition, the offsets-only plan: with the four verify entry arrays of verify_plan_out
@@ -43,71 +67,40 @@ int64_t WritePlanAllocationBytes(int64_t write_req_capacity);
 // write plan). FusedVerify then derives the entries from the same inputs and the scratch, which
 // is required, so no per-entry array exists and verify_capacity only bounds the work.
 struct PlanArgs {
+  PlanInputs inputs;
   VerifyPlanView verify_plan_out;
   WritePlanView write_plan_out;
-  TensorView req_pool_indices;  // [bs] int64 req_to_token row per batch row; 0 = padding
-  TensorView prefix_lens;       // [bs] int64 tokens already in KV
-  TensorView extend_seq_lens;   // [bs] int64 tokens this forward writes
-  // [rows, width] int32 full-pool slot per (row, position). The C++ API accepts any view with
-  // unit inner stride and row stride >= width (a slice of a wider table; spec D10).
-  TensorView req_to_token;
-  int64_t swa_window_size = 0;           // W > 0: verify only the last W prefix positions
-  TensorView full_to_swa_index_mapping;  // [lut_len] int64 or absent; required when W > 0
-  int64_t verify_capacity = 0;           // = len(verify_slot_indices); any >= 0 offsets-only
-  TensorView req_to_verify_expected_tokens;             // [pool_rows, pool_width] int32 or absent
-  TensorView req_to_verify_expected_tokens_valid_lens;  // [bs] int64; required with the pool
-  int64_t kv_token_id_vs_position_offset = 0;  // 0 target, +1 EAGLE draft
-  TensorView verify_offsets_scratch;           // [>= bs+1] int64 workspace, optional
-  // An engine that keeps the table as pointer + pitch passes its pitch here; it must equal
-  // req_to_token.stride(0) (O18), which catches a hard-coded pitch after the table became a view.
-  std::optional<int64_t> req_to_token_stride0;
-  // The Python launchers keep SGLang's contiguity check on req_to_token (O1).
-  bool require_contiguous_req_to_token = false;
+  int64_t verify_capacity = 0;        // = len(verify_slot_indices); any >= 0 offsets-only
+  TensorView verify_offsets_scratch;  // [>= bs+1] int64 workspace, optional
 };
 void Plan(const PlanArgs& args, StreamHandle stream = nullptr);
 
 // launch_plan_offsets_kernel: the first stage alone (spec §7.4). Keeps SGLang's bs <= 4096 and
-// scratch length >= 4097 limits.
+// scratch length >= 4097 limits. The expected-token pool of `inputs` is not read.
 struct PlanOffsetsArgs {
-  TensorView req_pool_indices;               // [bs] int64
-  TensorView prefix_lens;                    // [bs] int64
-  TensorView extend_seq_lens;                // [bs] int64
-  TensorView req_to_token;                   // [rows, width] int32
-  TensorView full_to_swa_index_mapping;      // [lut_len] int64 or absent
-  TensorView out_verify_offsets_scratch;     // [>= 4097] int64 exclusive prefix sum of verify lens
-  TensorView out_write_offsets;              // [R+1] int64
-  TensorView out_write_seed_slot_indices;    // [R] int64
-  TensorView out_verify_num_valid;           // [1] int32
-  TensorView out_verify_enable;              // [1] int32
-  TensorView out_write_num_valid_reqs;       // [1] int32
-  int64_t swa_window_size = 0;
+  PlanInputs inputs;
+  TensorView out_verify_offsets_scratch;   // [>= 4097] int64 exclusive prefix sum of verify lens
+  TensorView out_write_offsets;            // [R+1] int64
+  TensorView out_write_seed_slot_indices;  // [R] int64
+  TensorView out_verify_num_valid;         // [1] int32
+  TensorView out_verify_enable;            // [1] int32
+  TensorView out_write_num_valid_reqs;     // [1] int32
   int64_t verify_capacity = 0;
-  // SGLang's raw ABI passes these scalars beside the tensors; absent = derived from the tensors
-  // (has_swa_lut is always derived: it is whether full_to_swa_index_mapping is given, so O9 cannot
-  // arise in this API).
-  std::optional<int64_t> req_to_token_stride0;
+  // SGLang's raw ABI passes the LUT length beside the tensor; absent = its length (has_swa_lut is
+  // always derived: it is whether full_to_swa_index_mapping is given, so O9 cannot arise here).
   std::optional<int64_t> lut_len;
-  bool require_contiguous_req_to_token = false;
 };
 void PlanOffsets(const PlanOffsetsArgs& args, StreamHandle stream = nullptr);
 
 // launch_plan_entries_kernel: the second stage alone (spec §7.4).
 struct PlanEntriesArgs {
-  TensorView req_pool_indices;                          // [bs] int64
-  TensorView prefix_lens;                               // [bs] int64
-  TensorView req_to_token;                              // [rows, width] int32
-  TensorView full_to_swa_index_mapping;                 // [lut_len] int64 or absent
-  TensorView verify_offsets_scratch;                    // [>= bs+1] int64 from PlanOffsets
-  TensorView verify_enable;                             // [1] int32
-  TensorView req_to_verify_expected_tokens;             // [pool_rows, pool_width] int32 or absent
-  TensorView req_to_verify_expected_tokens_valid_lens;  // [bs] int64
-  TensorView out_verify_slot_indices;                   // [C] int64
-  TensorView out_verify_expected_tokens;                // [C] int64
-  TensorView out_verify_expected_positions;             // [C] int64
-  TensorView out_verify_prev_slot_indices;              // [C] int64
-  int64_t kv_token_id_vs_position_offset = 0;
-  int64_t swa_window_size = 0;
-  bool require_contiguous_req_to_token = false;
+  PlanInputs inputs;
+  TensorView verify_offsets_scratch;         // [>= bs+1] int64 from PlanOffsets
+  TensorView verify_enable;                  // [1] int32
+  TensorView out_verify_slot_indices;        // [C] int64
+  TensorView out_verify_expected_tokens;     // [C] int64
+  TensorView out_verify_expected_positions;  // [C] int64
+  TensorView out_verify_prev_slot_indices;   // [C] int64
 };
 void PlanEntries(const PlanEntriesArgs& args, StreamHandle stream = nullptr);
 

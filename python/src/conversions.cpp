@@ -121,22 +121,22 @@ void Plan_Launch(py::handle verify_plan_out, py::handle write_plan_out,
   PlanArgs args;
   args.verify_plan_out = VerifyPlan_ToView(verify_plan_out, scope, "verify_plan_out.");
   args.write_plan_out = WritePlan_ToView(write_plan_out, scope, "write_plan_out.");
-  args.req_pool_indices = scope.Import(req_pool_indices, "req_pool_indices");
-  args.prefix_lens = scope.Import(prefix_lens, "prefix_lens");
-  args.extend_seq_lens = scope.Import(extend_seq_lens, "extend_seq_lens");
-  args.req_to_token = scope.Import(req_to_token, "req_to_token");
-  args.swa_window_size = swa_window_size;
-  args.full_to_swa_index_mapping =
+  args.inputs.req_pool_indices = scope.Import(req_pool_indices, "req_pool_indices");
+  args.inputs.prefix_lens = scope.Import(prefix_lens, "prefix_lens");
+  args.inputs.extend_seq_lens = scope.Import(extend_seq_lens, "extend_seq_lens");
+  args.inputs.req_to_token = scope.Import(req_to_token, "req_to_token");
+  args.inputs.swa_window_size = swa_window_size;
+  args.inputs.full_to_swa_index_mapping =
       scope.Import(full_to_swa_index_mapping, "full_to_swa_index_mapping");
   args.verify_capacity = verify_capacity;
-  args.req_to_verify_expected_tokens =
+  args.inputs.req_to_verify_expected_tokens =
       scope.Import(req_to_verify_expected_tokens, "req_to_verify_expected_tokens");
-  args.req_to_verify_expected_tokens_valid_lens = scope.Import(
+  args.inputs.req_to_verify_expected_tokens_valid_lens = scope.Import(
       req_to_verify_expected_tokens_valid_lens, "req_to_verify_expected_tokens_valid_lens");
-  args.kv_token_id_vs_position_offset = kv_token_id_vs_position_offset;
+  args.inputs.kv_token_id_vs_position_offset = kv_token_id_vs_position_offset;
   args.verify_offsets_scratch = scope.Import(verify_offsets_scratch, "verify_offsets_scratch");
-  args.req_to_token_stride0 = req_to_token_stride0;
-  args.require_contiguous_req_to_token = true;  // SGLang's O1, kept by the Python launchers
+  args.inputs.req_to_token_stride0 = req_to_token_stride0;
+  args.inputs.require_contiguous_req_to_token = true;  // SGLang's O1, kept by the Python launchers
   py::gil_scoped_release release;
   Plan(args, StreamOf(stream));
 }
@@ -151,11 +151,11 @@ void PlanOffsets_Launch(py::handle req_pool_indices, py::handle prefix_lens,
                         std::optional<int64_t> lut_len, StreamInt stream) {
   ImportScope scope;
   PlanOffsetsArgs args;
-  args.req_pool_indices = scope.Import(req_pool_indices, "req_pool_indices");
-  args.prefix_lens = scope.Import(prefix_lens, "prefix_lens");
-  args.extend_seq_lens = scope.Import(extend_seq_lens, "extend_seq_lens");
-  args.req_to_token = scope.Import(req_to_token, "req_to_token");
-  args.full_to_swa_index_mapping =
+  args.inputs.req_pool_indices = scope.Import(req_pool_indices, "req_pool_indices");
+  args.inputs.prefix_lens = scope.Import(prefix_lens, "prefix_lens");
+  args.inputs.extend_seq_lens = scope.Import(extend_seq_lens, "extend_seq_lens");
+  args.inputs.req_to_token = scope.Import(req_to_token, "req_to_token");
+  args.inputs.full_to_swa_index_mapping =
       scope.Import(full_to_swa_index_mapping, "full_to_swa_index_mapping");
   args.out_verify_offsets_scratch =
       scope.Import(out_verify_offsets_scratch, "out_verify_offsets_scratch");
@@ -166,11 +166,11 @@ void PlanOffsets_Launch(py::handle req_pool_indices, py::handle prefix_lens,
   args.out_verify_enable = scope.Import(out_verify_enable, "out_verify_enable");
   args.out_write_num_valid_reqs =
       scope.Import(out_write_num_valid_reqs, "out_write_num_valid_reqs");
-  args.swa_window_size = swa_window_size;
+  args.inputs.swa_window_size = swa_window_size;
   args.verify_capacity = verify_capacity;
-  args.req_to_token_stride0 = req_to_token_stride0;
+  args.inputs.req_to_token_stride0 = req_to_token_stride0;
   args.lut_len = lut_len;
-  args.require_contiguous_req_to_token = true;
+  args.inputs.require_contiguous_req_to_token = true;
   py::gil_scoped_release release;
   PlanOffsets(args, StreamOf(stream));
 }
@@ -187,16 +187,16 @@ void PlanEntries_Launch(py::handle req_pool_indices, py::handle prefix_lens,
                         StreamInt stream) {
   ImportScope scope;
   PlanEntriesArgs args;
-  args.req_pool_indices = scope.Import(req_pool_indices, "req_pool_indices");
-  args.prefix_lens = scope.Import(prefix_lens, "prefix_lens");
-  args.req_to_token = scope.Import(req_to_token, "req_to_token");
-  args.full_to_swa_index_mapping =
+  args.inputs.req_pool_indices = scope.Import(req_pool_indices, "req_pool_indices");
+  args.inputs.prefix_lens = scope.Import(prefix_lens, "prefix_lens");
+  args.inputs.req_to_token = scope.Import(req_to_token, "req_to_token");
+  args.inputs.full_to_swa_index_mapping =
       scope.Import(full_to_swa_index_mapping, "full_to_swa_index_mapping");
   args.verify_offsets_scratch = scope.Import(verify_offsets_scratch, "verify_offsets_scratch");
   args.verify_enable = scope.Import(verify_enable, "verify_enable");
-  args.req_to_verify_expected_tokens =
+  args.inputs.req_to_verify_expected_tokens =
       scope.Import(req_to_verify_expected_tokens, "req_to_verify_expected_tokens");
-  args.req_to_verify_expected_tokens_valid_lens = scope.Import(
+  args.inputs.req_to_verify_expected_tokens_valid_lens = scope.Import(
       req_to_verify_expected_tokens_valid_lens, "req_to_verify_expected_tokens_valid_lens");
   args.out_verify_slot_indices = scope.Import(out_verify_slot_indices, "out_verify_slot_indices");
   args.out_verify_expected_tokens =
@@ -205,9 +205,9 @@ void PlanEntries_Launch(py::handle req_pool_indices, py::handle prefix_lens,
       scope.Import(out_verify_expected_positions, "out_verify_expected_positions");
   args.out_verify_prev_slot_indices =
       scope.Import(out_verify_prev_slot_indices, "out_verify_prev_slot_indices");
-  args.kv_token_id_vs_position_offset = kv_token_id_vs_position_offset;
-  args.swa_window_size = swa_window_size;
-  args.require_contiguous_req_to_token = true;
+  args.inputs.kv_token_id_vs_position_offset = kv_token_id_vs_position_offset;
+  args.inputs.swa_window_size = swa_window_size;
+  args.inputs.require_contiguous_req_to_token = true;
   py::gil_scoped_release release;
   PlanEntries(args, StreamOf(stream));
 }
@@ -251,18 +251,18 @@ void FusedVerify_Launch(py::handle context, py::handle req_pool_indices, py::han
   args.context = VerifyOrWriteContext_ToStruct(context, scope, /*with_chain_assert=*/false);
   args.paired_context = PairedContext_ToStruct(paired_context, scope, false);
   args.check_verify_expected_token = check_verify_expected_token;
-  args.req_pool_indices = scope.Import(req_pool_indices, "req_pool_indices");
-  args.prefix_lens = scope.Import(prefix_lens, "prefix_lens");
-  args.req_to_token = scope.Import(req_to_token, "req_to_token");
-  args.req_to_token_stride0 = req_to_token_stride0;
-  args.swa_window_size = swa_window_size;
-  args.full_to_swa_index_mapping =
+  args.inputs.req_pool_indices = scope.Import(req_pool_indices, "req_pool_indices");
+  args.inputs.prefix_lens = scope.Import(prefix_lens, "prefix_lens");
+  args.inputs.req_to_token = scope.Import(req_to_token, "req_to_token");
+  args.inputs.req_to_token_stride0 = req_to_token_stride0;
+  args.inputs.swa_window_size = swa_window_size;
+  args.inputs.full_to_swa_index_mapping =
       scope.Import(full_to_swa_index_mapping, "full_to_swa_index_mapping");
-  args.req_to_verify_expected_tokens =
+  args.inputs.req_to_verify_expected_tokens =
       scope.Import(req_to_verify_expected_tokens, "req_to_verify_expected_tokens");
-  args.req_to_verify_expected_tokens_valid_lens = scope.Import(
+  args.inputs.req_to_verify_expected_tokens_valid_lens = scope.Import(
       req_to_verify_expected_tokens_valid_lens, "req_to_verify_expected_tokens_valid_lens");
-  args.kv_token_id_vs_position_offset = kv_token_id_vs_position_offset;
+  args.inputs.kv_token_id_vs_position_offset = kv_token_id_vs_position_offset;
   args.verify_offsets_scratch = scope.Import(verify_offsets_scratch, "verify_offsets_scratch");
   args.verify_num_valid = scope.Import(verify_num_valid, "verify_num_valid");
   args.verify_enable = scope.Import(verify_enable, "verify_enable");

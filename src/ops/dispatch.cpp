@@ -2,9 +2,6 @@
 
 #include "kvcanary/error.h"
 
-#if defined(KVC_HAVE_CUDA)
-#include "cuda/backend.h"
-#endif
 
 namespace kvcanary {
 

@@ -12,19 +12,29 @@ std::string SourceName(int i) { return "real_kv_sources[" + std::to_string(i) + 
 
 }  // namespace
 
+sig::TensorSpec CanaryBufSpec(const LaunchContext& context, bool written) {
+  sig::TensorSpec spec = sig::In(context.canary_buf, "canary_buf", DType::kUInt8, 2);
+  spec.output = written;
+  return spec;
+}
+
+sig::SpecList RingSpecs(const LaunchContext& context) {
+  sig::TensorSpec ring = sig::Out(context.violation_ring, "violation_ring", DType::kInt64, 2);
+  ring.columns = sig::Exactly(kViolationFields);
+  return {ring,
+          sig::Out(context.violation_write_index, "violation_write_index", DType::kInt32, 1,
+                   sig::Exactly(1)),
+          sig::Out(context.slot_run_counter, "slot_run_counter", DType::kInt64, 1, sig::Exactly(1)),
+          sig::Out(context.kernel_run_counter, "kernel_run_counter", DType::kInt64, 1,
+                   sig::Exactly(1))};
+}
+
 void CheckSourceCountLimit(const LaunchContext& context) {
   if (context.num_real_kv_sources > kMaxRealKvSources) {
     ThrowError("kv-canary: at most ", kMaxRealKvSources,
                " RealKvSource entries supported by the CUDA ABI, got ",
                context.num_real_kv_sources);
   }
-}
-
-void CheckRingContiguous(const LaunchContext& context) {
-  check::Contiguous(context.violation_ring, "violation_ring");
-  check::Contiguous(context.violation_write_index, "violation_write_index");
-  check::Contiguous(context.slot_run_counter, "slot_run_counter");
-  check::Contiguous(context.kernel_run_counter, "kernel_run_counter");
 }
 
 void CheckSourceLayouts(const LaunchContext& context) {
@@ -40,55 +50,29 @@ void CheckSourceLayouts(const LaunchContext& context) {
   }
 }
 
-void CheckCanaryBuf(const LaunchContext& context, std::string_view op_label) {
-  check::HasDType(context.canary_buf, DType::kUInt8, "canary_buf");
-  check::Is2D(context.canary_buf, "canary_buf");
+void CheckCanaryBufWidth(const LaunchContext& context, std::string_view op_label) {
   if (context.canary_buf.size(1) < kCanarySlotBytes) {
     ThrowError("kv-canary: ", op_label, ": slot_stride_bytes must hold at least ",
                kCanarySlotBytes, " bytes per slot, got ", context.canary_buf.size(1));
   }
 }
 
-void CheckRingAndCounters(const LaunchContext& context) {
-  check::Vector(context.violation_write_index, DType::kInt32, 1, "violation_write_index");
-  check::HasDType(context.violation_ring, DType::kInt64, "violation_ring");
-  check::Is2D(context.violation_ring, "violation_ring");
-  check::HasColumns(context.violation_ring, kViolationFields, "violation_ring");
-  check::Vector(context.slot_run_counter, DType::kInt64, 1, "slot_run_counter");
-  check::Vector(context.kernel_run_counter, DType::kInt64, 1, "kernel_run_counter");
-}
-
-void CheckSourceCountRange(const LaunchContext& context, std::string_view op_label) {
+void CheckSourceCountAndMode(const LaunchContext& context, std::string_view op_label) {
   if (context.num_real_kv_sources < 0 || context.num_real_kv_sources > kMaxRealKvSources) {
     ThrowError("kv-canary: ", op_label, ": num_sources must be in [0, ", kMaxRealKvSources,
                "], got ", context.num_real_kv_sources);
   }
-}
-
-void CheckRealKvHashMode(const LaunchContext& context) {
   const int32_t mode = context.real_kv_hash_mode;
   if (mode < 0 || mode > 2) {
     ThrowError("kv-canary: real_kv_hash_mode must be one of 0/1/2, got ", mode);
   }
 }
 
-void CheckContextDevices(const LaunchContext& context) {
-  check::SameDevice(context.canary_buf, "canary_buf",
-                    {{&context.violation_ring, "violation_ring"},
-                     {&context.violation_write_index, "violation_write_index"},
-                     {&context.slot_run_counter, "slot_run_counter"},
-                     {&context.kernel_run_counter, "kernel_run_counter"}});
+void CheckSourceDevices(const LaunchContext& context) {
   for (int i = 0; i < context.num_real_kv_sources; ++i) {
     check::SameDevice(context.canary_buf, "canary_buf",
                       {{&context.real_kv_sources[i].tensor, SourceName(i)}});
   }
-}
-
-void CheckContextWritable(const LaunchContext& context) {
-  check::AllWritable({{&context.violation_ring, "violation_ring"},
-                      {&context.violation_write_index, "violation_write_index"},
-                      {&context.slot_run_counter, "slot_run_counter"},
-                      {&context.kernel_run_counter, "kernel_run_counter"}});
 }
 
 void CheckPairIsDistinct(const LaunchContext& context, const LaunchContext& paired) {

@@ -1,32 +1,55 @@
-// What verify and write validate alike about their LaunchContext, and its conversion into backend
-// parameters. Each helper is one step of the spec's check order (spec/kernels.md §11).
+// What Verify, Write and FusedVerify validate alike about their LaunchContext (rows V1-V10 and
+// W1-W12 of docs/validation.md), and its conversion into backend parameters.
 #pragma once
 
+#include <optional>
 #include <string_view>
 
 #include "core/params.h"
 #include "kvcanary/context.h"
+#include "ops/dispatch.h"
+#include "ops/signature.h"
 
 namespace kvcanary {
 
+// canary_buf: uint8 2-D (V5 / W7); `written` by Write, only read by the verify ops.
+sig::TensorSpec CanaryBufSpec(const LaunchContext& context, bool written);
+// The violation ring (int64 [n, 8]), its write index (int32 [1]) and the two counters (int64
+// [1]): written by every launch. An op's table ends with these.
+sig::SpecList RingSpecs(const LaunchContext& context);
+
 // V1 / W1: at most kMaxRealKvSources sources.
 void CheckSourceCountLimit(const LaunchContext& context);
-// V2 / W6: the contiguity of the ring, write index and counters, in that order.
-void CheckRingContiguous(const LaunchContext& context);
 // V3, V4 per source, then R1-R7 (a hand-built source is checked like a made one).
 void CheckSourceLayouts(const LaunchContext& context);
-// V5, V6 / W7: uint8 2-D records of at least 32 bytes. op_label: "canary_verify" or "canary_write".
-void CheckCanaryBuf(const LaunchContext& context, std::string_view op_label);
-// V7 / W10: write index int32 [1], ring int64 [n, 8], counters int64 [1].
-void CheckRingAndCounters(const LaunchContext& context);
-// V8 / W11: num_sources in [0, 4].
-void CheckSourceCountRange(const LaunchContext& context, std::string_view op_label);
-// V9 / W12: the mode is 0, 1 or 2.
-void CheckRealKvHashMode(const LaunchContext& context);
-// V10 / W12: the ring, counters and sources on the canary buffer's device.
-void CheckContextDevices(const LaunchContext& context);
-// G8: ring, write index and counters writable.
-void CheckContextWritable(const LaunchContext& context);
+// V6 / W7: records of at least 32 bytes. op_label: "canary_verify" or "canary_write".
+void CheckCanaryBufWidth(const LaunchContext& context, std::string_view op_label);
+// V8 / W11, then V9 / W12: num_sources in [0, 4]; the mode is 0, 1 or 2.
+void CheckSourceCountAndMode(const LaunchContext& context, std::string_view op_label);
+// V10 / W12 for the sources: on the canary buffer's device.
+void CheckSourceDevices(const LaunchContext& context);
+
+// The checks of a launch whose argument table starts with CanaryBufSpec and holds RingSpecs, in
+// this order: presence; V1; `scalars()` (the op's checks of scalars and absent tensors); every
+// layout; the sources (V3, V4); canary_buf (V5, V6); the dtypes and shapes of the other rows;
+// `sizes()` (the op's checks relating sizes); V8, V9; one device (V10); outputs writable (G8).
+template <typename Scalars, typename Sizes>
+void ValidateLaunch(const LaunchContext& context, std::string_view op_label, sig::Specs table,
+                    Scalars&& scalars, Sizes&& sizes) {
+  sig::CheckPresent(table);
+  CheckSourceCountLimit(context);
+  scalars();
+  sig::CheckEach(table, sig::kLayout);
+  CheckSourceLayouts(context);
+  sig::CheckEach(table.first(1), sig::kDType | sig::kShape);
+  CheckCanaryBufWidth(context, op_label);
+  sig::CheckEach(table.subspan(1), sig::kDType | sig::kShape);
+  sizes();
+  CheckSourceCountAndMode(context, op_label);
+  sig::CheckSameDevice(context.canary_buf, "canary_buf", table);
+  CheckSourceDevices(context);
+  sig::CheckWritable(table);
+}
 
 // A paired launch writes or reads two halves at once (concurrently on CUDA): the halves must be
 // different canary buffers.
@@ -34,7 +57,7 @@ void CheckPairIsDistinct(const LaunchContext& context, const LaunchContext& pair
 
 // Runs validate(args) and, when args carries a paired context, validate() of the same args with
 // the pair as the context, then CheckPairIsDistinct: a paired launch writes nothing unless both
-// halves are valid. Args is VerifyArgs or WriteArgs.
+// halves are valid. Args is VerifyArgs, WriteArgs or FusedVerifyArgs.
 template <typename Args, typename Validate>
 void ValidateWithPair(const Args& args, Validate&& validate) {
   validate(args);
@@ -44,6 +67,26 @@ void ValidateWithPair(const Args& args, Validate&& validate) {
   paired.paired_context.reset();
   validate(paired);
   CheckPairIsDistinct(args.context, *args.paired_context);
+}
+
+// Runs a verify or write launch on canary_buf's backend with the parameters of args.context and
+// of its pair (built by `params_of(args, context)`): `cpu_op(params)` once per half, or
+// `cuda_op(params, paired_params_or_null, device)` once for both (a generic lambda: see
+// RunOnBackend).
+template <typename Args, typename ParamsOf, typename CpuOp, typename CudaOp>
+void RunPairedLaunch(const Args& args, ParamsOf&& params_of, std::string_view op_name,
+                     CpuOp&& cpu_op, CudaOp&& cuda_op) {
+  const auto params = params_of(args, args.context);
+  std::optional<decltype(params)> paired;
+  if (args.paired_context.has_value()) paired.emplace(params_of(args, *args.paired_context));
+  const auto* paired_params = paired.has_value() ? &*paired : nullptr;
+  RunOnBackend(
+      args.context.canary_buf, "canary_buf", op_name,
+      [&] {
+        cpu_op(params);
+        if (paired_params != nullptr) cpu_op(*paired_params);
+      },
+      [&](auto device) { return cuda_op(params, paired_params, device); });
 }
 
 LaunchParams LaunchParamsOf(const LaunchContext& context);

@@ -1,16 +1,13 @@
-// launch_canary_plan_kernels: validation (spec/kernels.md §11, rows P1-P10) and dispatch.
+// launch_canary_plan_kernels: its argument table, validation (rows P1-P10 of docs/validation.md)
+// and dispatch.
 #include "kvcanary/plan.h"
 
 #include "cpu/backend.h"
 #include "kvcanary/error.h"
 #include "kvcanary/format.h"
-#include "ops/check.h"
 #include "ops/dispatch.h"
 #include "ops/plan_inputs.h"
-
-#if defined(KVC_HAVE_CUDA)
-#include "cuda/backend.h"
-#endif
+#include "ops/plan_outputs.h"
 
 namespace kvcanary {
 namespace {
@@ -20,41 +17,35 @@ bool IsOffsetsOnly(const VerifyPlanView& v) {
          !v.verify_expected_positions.defined() && !v.verify_prev_slot_indices.defined();
 }
 
-void CheckCapacityFitsDeviceCount(int64_t capacity, const char* what) {
-  if (capacity > kMaxDeviceCount) {
-    ThrowError("kv-canary: ", what, " must be <= ", kMaxDeviceCount, ", got ", capacity);
+// The tables of one call, in the order the checks visit them.
+struct PlanTables {
+  sig::SpecList entries;  // P7: the four verify entry arrays (none in an offsets-only plan)
+  sig::SpecList main;     // P5: batch, table, LUT, write plan and counts, pass by pass
+  sig::SpecList pool;     // P8
+  sig::SpecList scratch;  // P9
+  sig::SpecList all;
+};
+
+PlanTables TablesOf(const PlanArgs& a) {
+  const int64_t bs = a.inputs.req_pool_indices.length();
+  PlanTables t;
+  if (!IsOffsetsOnly(a.verify_plan_out)) {
+    t.entries = VerifyEntrySpecs(a.verify_plan_out, PlanNames::kOut, sig::Exactly(a.verify_capacity));
   }
+  t.main = BatchSpecs(a.inputs, /*needs_extend=*/true);
+  t.main.Add(SwaLutSpec(a.inputs, "lut_tensor"));
+  t.main.Add(StageOneOutputSpecs(a.write_plan_out, a.verify_plan_out.verify_num_valid,
+                                 a.verify_plan_out.enable));
+  t.pool = TokenPoolSpecs(a.inputs);
+  t.scratch = {sig::Optional(sig::Out(a.verify_offsets_scratch, "verify_offsets_scratch",
+                                      DType::kInt64, 1, sig::AtLeast(bs + 1)))};
+  for (const sig::SpecList* part : {&t.entries, &t.main, &t.pool, &t.scratch}) t.all.Add(*part);
+  return t;
 }
 
-void Validate(const PlanArgs& a) {
-  const VerifyPlanView& v = a.verify_plan_out;
-  const WritePlanView& w = a.write_plan_out;
-  // An offsets-only plan (for FusedVerify) has none of the four entry arrays.
-  const bool offsets_only = IsOffsetsOnly(v);
-  if (!offsets_only) {
-    check::AllPresent({{&v.verify_slot_indices, "out_verify_slot_indices"},
-                       {&v.verify_expected_tokens, "out_verify_expected_tokens"},
-                       {&v.verify_expected_positions, "out_verify_expected_positions"},
-                       {&v.verify_prev_slot_indices, "out_verify_prev_slot_indices"}});
-  }
-  check::AllPresent({{&v.verify_num_valid, "out_verify_num_valid"},
-                     {&v.enable, "out_verify_enable"},
-                     {&w.write_offsets, "out_write_offsets"},
-                     {&w.write_seed_slot_indices, "out_write_seed_slot_indices"},
-                     {&w.write_num_valid_reqs, "out_write_num_valid_reqs"},
-                     {&a.req_pool_indices, "req_pool_indices"},
-                     {&a.prefix_lens, "prefix_lens"},
-                     {&a.extend_seq_lens, "extend_seq_lens"},
-                     {&a.req_to_token, "req_to_token"}});
-  const TensorView& lut = a.full_to_swa_index_mapping;
-  const bool has_lut = lut.defined();
-  const bool has_pool = a.req_to_verify_expected_tokens.defined();
-
-  // P1, P3, V12, P4.
-  if (a.swa_window_size > 0 && !has_lut) {
-    ThrowError("kv-canary: launch_canary_plan_kernels requires full_to_swa_index_mapping when "
-               "swa_window_size > 0");
-  }
+// P1, the offsets-only rules, P3, V12 and P4: the checks on scalars and absent tensors.
+void CheckScalars(const PlanArgs& a, bool offsets_only) {
+  RequireSwaLutForWindow(a.inputs, "launch_canary_plan_kernels");
   if (offsets_only && !a.verify_offsets_scratch.defined()) {
     ThrowError("kv-canary: launch_canary_plan_kernels requires verify_offsets_scratch for an "
                "offsets-only plan (no verify entry arrays: fused_verify reads the offsets), got None");
@@ -63,123 +54,34 @@ void Validate(const PlanArgs& a) {
     ThrowError("kv-canary: launch_canary_plan_kernels verify_capacity must be non-negative, got ",
                a.verify_capacity);
   }
-  if (!offsets_only && a.verify_capacity != v.verify_slot_indices.length()) {
+  const TensorView& slots = a.verify_plan_out.verify_slot_indices;
+  if (!offsets_only && a.verify_capacity != slots.length()) {
     ThrowError("kv-canary: launch_canary_plan_kernels verify_capacity=", a.verify_capacity,
-               " does not match verify_plan_out.verify_slot_indices.shape[0]=",
-               v.verify_slot_indices.length());
+               " does not match verify_plan_out.verify_slot_indices.shape[0]=", slots.length());
   }
   CheckCapacityFitsDeviceCount(a.verify_capacity, "VerifyPlan verify_capacity");
-  if (has_pool && !a.req_to_verify_expected_tokens_valid_lens.defined()) {
-    ThrowError("kv-canary: launch_plan_entries_kernel requires "
-               "req_to_verify_expected_tokens_valid_lens when req_to_verify_expected_tokens is set");
-  }
+  RequireValidLensForPool(a.inputs, "launch_plan_entries_kernel");
+}
 
-  // P5 = O1: contiguity.
-  check::Contiguous(a.req_pool_indices, "req_pool_indices");
-  check::Contiguous(a.prefix_lens, "prefix_lens");
-  check::Contiguous(a.extend_seq_lens, "extend_seq_lens");
-  CheckReqToTokenLayout(a.req_to_token, a.require_contiguous_req_to_token);
-  if (has_lut) check::Contiguous(lut, "lut_tensor");
-  check::Contiguous(w.write_offsets, "out_write_offsets");
-  check::Contiguous(w.write_seed_slot_indices, "out_write_seed_slot_indices");
-  check::Contiguous(v.verify_num_valid, "out_verify_num_valid");
-  check::Contiguous(v.enable, "out_verify_enable");
-  check::Contiguous(w.write_num_valid_reqs, "out_write_num_valid_reqs");
-  // P5 = O2: dtypes.
-  check::HasDType(a.req_pool_indices, DType::kInt64, "req_pool_indices");
-  check::HasDType(a.prefix_lens, DType::kInt64, "prefix_lens");
-  check::HasDType(a.extend_seq_lens, DType::kInt64, "extend_seq_lens");
-  check::HasDType(a.req_to_token, DType::kInt32, "req_to_token");
-  if (has_lut) check::HasDType(lut, DType::kInt64, "lut_tensor");
-  check::HasDType(w.write_offsets, DType::kInt64, "out_write_offsets");
-  check::HasDType(w.write_seed_slot_indices, DType::kInt64, "out_write_seed_slot_indices");
-  check::HasDType(v.verify_num_valid, DType::kInt32, "out_verify_num_valid");
-  check::HasDType(v.enable, DType::kInt32, "out_verify_enable");
-  check::HasDType(w.write_num_valid_reqs, DType::kInt32, "out_write_num_valid_reqs");
-  // P5 = O12, O13: batch lengths, table rank.
-  check::Is1D(a.req_pool_indices, "req_pool_indices");
-  const int64_t bs = a.req_pool_indices.size(0);
-  check::Is1D(a.prefix_lens, "prefix_lens");
-  check::HasLength(a.prefix_lens, bs, "prefix_lens");
-  check::Is1D(a.extend_seq_lens, "extend_seq_lens");
-  check::HasLength(a.extend_seq_lens, bs, "extend_seq_lens");
-  check::Is2D(a.req_to_token, "req_to_token");
-  // P5 = O15-O18: plan scalars and the LUT's rank.
-  check::Is1D(w.write_offsets, "out_write_offsets");
-  check::Is1D(w.write_seed_slot_indices, "out_write_seed_slot_indices");
-  check::Is1D(v.verify_num_valid, "out_verify_num_valid");
-  check::HasLength(v.verify_num_valid, 1, "out_verify_num_valid");
-  check::Is1D(v.enable, "out_verify_enable");
-  check::HasLength(v.enable, 1, "out_verify_enable");
-  check::Is1D(w.write_num_valid_reqs, "out_write_num_valid_reqs");
-  check::HasLength(w.write_num_valid_reqs, 1, "out_write_num_valid_reqs");
-  if (has_lut) check::Is1D(lut, "lut_tensor");
-  const int64_t write_offsets_len = w.write_offsets.size(0);
-  const int64_t write_req_capacity = w.write_seed_slot_indices.size(0);
-  if (write_offsets_len != write_req_capacity + 1) {
-    ThrowError("kv-canary: write_offsets_len must equal write_req_capacity + 1, got ",
-               write_offsets_len, " and ", write_req_capacity);
+void Validate(const PlanArgs& a) {
+  const bool offsets_only = IsOffsetsOnly(a.verify_plan_out);
+  const PlanTables t = TablesOf(a);
+  sig::CheckPresent(t.entries);
+  sig::CheckPresent(t.main);
+  CheckScalars(a, offsets_only);
+  for (unsigned pass : {sig::kLayout, sig::kDType, sig::kShape}) sig::CheckEach(t.main, pass);
+  CheckWritePlanSizes(a.write_plan_out, a.inputs.req_pool_indices.length());  // O16, O17
+  CheckReqToTokenStride0(a.inputs);                                          // O18
+  sig::CheckEach(t.entries, sig::kWhole);                                    // P7
+  sig::CheckEach(t.pool, sig::kWhole);                                       // P8
+  sig::CheckEach(t.scratch, sig::kWhole);                                    // P9
+  const VerifyPlanView& v = a.verify_plan_out;
+  if (offsets_only) {
+    sig::CheckSameDevice(v.verify_num_valid, "out_verify_num_valid", t.all);  // P10
+  } else {
+    sig::CheckSameDevice(v.verify_slot_indices, "out_verify_slot_indices", t.all);
   }
-  if (bs > write_req_capacity) {
-    ThrowError("kv-canary: bs=", bs, " exceeds write_req_capacity=", write_req_capacity);
-  }
-  CheckReqToTokenStride0(a.req_to_token, a.req_to_token_stride0);
-  // P6: the LUT is non-empty.
-  if (has_lut) check::HasMinLength(lut, 1, "lut_tensor");
-  // P7: the verify arrays.
-  if (!offsets_only) {
-    for (const auto& [tensor, name] :
-         {check::Named{&v.verify_slot_indices, "out_verify_slot_indices"},
-          {&v.verify_expected_tokens, "out_verify_expected_tokens"},
-          {&v.verify_expected_positions, "out_verify_expected_positions"},
-          {&v.verify_prev_slot_indices, "out_verify_prev_slot_indices"}}) {
-      check::Contiguous(*tensor, name);
-      check::Vector(*tensor, DType::kInt64, a.verify_capacity, name);
-    }
-  }
-  // P8: the expected-token pool.
-  if (has_pool) {
-    CheckExpectedTokenPool(a.req_to_verify_expected_tokens,
-                           a.req_to_verify_expected_tokens_valid_lens, bs);
-  }
-  // P9: the optional workspace.
-  if (a.verify_offsets_scratch.defined()) {
-    check::Contiguous(a.verify_offsets_scratch, "verify_offsets_scratch");
-    check::HasDType(a.verify_offsets_scratch, DType::kInt64, "verify_offsets_scratch");
-    check::Is1D(a.verify_offsets_scratch, "verify_offsets_scratch");
-    check::HasMinLength(a.verify_offsets_scratch, bs + 1, "verify_offsets_scratch");
-  }
-  // P10: one device. G8: outputs writable.
-  const bool entries = !offsets_only;
-  check::SameDevice(entries ? v.verify_slot_indices : v.verify_num_valid,
-                    entries ? "out_verify_slot_indices" : "out_verify_num_valid",
-                    {{&v.verify_expected_tokens, "out_verify_expected_tokens"},
-                     {&v.verify_expected_positions, "out_verify_expected_positions"},
-                     {&v.verify_prev_slot_indices, "out_verify_prev_slot_indices"},
-                     {&v.verify_num_valid, "out_verify_num_valid"},
-                     {&v.enable, "out_verify_enable"},
-                     {&w.write_offsets, "out_write_offsets"},
-                     {&w.write_seed_slot_indices, "out_write_seed_slot_indices"},
-                     {&w.write_num_valid_reqs, "out_write_num_valid_reqs"},
-                     {&a.req_pool_indices, "req_pool_indices"},
-                     {&a.prefix_lens, "prefix_lens"},
-                     {&a.extend_seq_lens, "extend_seq_lens"},
-                     {&a.req_to_token, "req_to_token"},
-                     {&lut, "lut_tensor"},
-                     {&a.req_to_verify_expected_tokens, "req_to_verify_expected_tokens"},
-                     {&a.req_to_verify_expected_tokens_valid_lens,
-                      "req_to_verify_expected_tokens_valid_lens"},
-                     {&a.verify_offsets_scratch, "verify_offsets_scratch"}});
-  check::AllWritable({{&v.verify_slot_indices, "out_verify_slot_indices"},
-                      {&v.verify_expected_tokens, "out_verify_expected_tokens"},
-                      {&v.verify_expected_positions, "out_verify_expected_positions"},
-                      {&v.verify_prev_slot_indices, "out_verify_prev_slot_indices"},
-                      {&v.verify_num_valid, "out_verify_num_valid"},
-                      {&v.enable, "out_verify_enable"},
-                      {&w.write_offsets, "out_write_offsets"},
-                      {&w.write_seed_slot_indices, "out_write_seed_slot_indices"},
-                      {&w.write_num_valid_reqs, "out_write_num_valid_reqs"},
-                      {&a.verify_offsets_scratch, "verify_offsets_scratch"}});
+  sig::CheckWritable(t.all);
 }
 
 }  // namespace
@@ -204,44 +106,19 @@ int64_t WritePlanAllocationBytes(int64_t write_req_capacity) {
 void Plan(const PlanArgs& args, StreamHandle stream) {
   Validate(args);
   const VerifyPlanView& v = args.verify_plan_out;
-  const WritePlanView& w = args.write_plan_out;
   PlanParams params;
-  params.in = PlanInputParams{args.req_pool_indices.data_as<const int64_t>(),
-                              args.prefix_lens.data_as<const int64_t>(),
-                              args.extend_seq_lens.data_as<const int64_t>(),
-                              args.req_pool_indices.size(0),
-                              args.swa_window_size,
-                              ReqToTokenOf(args.req_to_token),
-                              SwaLutOf(args.full_to_swa_index_mapping),
-                              TokenPoolOf(args.req_to_verify_expected_tokens,
-                                          args.req_to_verify_expected_tokens_valid_lens,
-                                          args.kv_token_id_vs_position_offset)};
-  params.verify = VerifyPlanOutParams{v.verify_slot_indices.data_as<int64_t>(),
-                                      v.verify_expected_tokens.data_as<int64_t>(),
-                                      v.verify_expected_positions.data_as<int64_t>(),
-                                      v.verify_prev_slot_indices.data_as<int64_t>(),
-                                      v.verify_num_valid.data_as<int32_t>(),
-                                      v.enable.data_as<int32_t>(),
-                                      args.verify_capacity};
-  params.write = WritePlanOutParams{w.write_offsets.data_as<int64_t>(), w.write_offsets.size(0),
-                                    w.write_seed_slot_indices.data_as<int64_t>(),
-                                    w.write_num_valid_reqs.data_as<int32_t>()};
+  params.in = InputParamsOf(args.inputs);
+  params.verify = VerifyPlanOutParamsOf(v, args.verify_capacity);
+  params.write = WritePlanOutParamsOf(args.write_plan_out);
   params.scratch = args.verify_offsets_scratch.defined()
                        ? args.verify_offsets_scratch.data_as<int64_t>()
                        : nullptr;
   const bool offsets_only = IsOffsetsOnly(v);
-  const TensorView& placed = offsets_only ? v.verify_num_valid : v.verify_slot_indices;
-  switch (SelectBackend(placed, offsets_only ? "out_verify_num_valid" : "out_verify_slot_indices")) {
-    case Backend::kCpu:
-      cpu::Plan(params);
-      return;
-    case Backend::kCuda:
-#if defined(KVC_HAVE_CUDA)
-      CheckCudaLaunch(cuda::Plan(params, placed.device().index, stream), "plan");
-#endif
-      return;
-  }
-  (void)stream;
+  RunOnBackend(
+      offsets_only ? v.verify_num_valid : v.verify_slot_indices,
+      offsets_only ? "out_verify_num_valid" : "out_verify_slot_indices", "plan",
+      [&] { cpu::Plan(params); },
+      [&](auto device) { return cuda::Plan(params, device, stream); });
 }
 
 }  // namespace kvcanary

@@ -1,5 +1,6 @@
-// What the three plan ops share: the req_to_token view rule (spec D10) and the conversion of
-// validated views into backend parameters.
+// PlanInputs as the plan ops and FusedVerify see them: their rows in an op's argument table, the
+// checks that relate one input to another, and the conversion into backend parameters. Every op
+// that reads a forward's batch goes through these, so an input is declared and checked once.
 #pragma once
 
 #include <cstdint>
@@ -7,29 +8,30 @@
 #include <string_view>
 
 #include "core/params.h"
-#include "kvcanary/tensor.h"
+#include "kvcanary/plan.h"
+#include "ops/signature.h"
 
 namespace kvcanary {
 
-// At the O1 position of req_to_token: the Python launchers keep SGLang's contiguity check; the C++
-// API accepts any 2-D view with unit inner stride and row stride >= width (D10). A tensor that is
-// not 2-D is left to the rank check (O13), except that it must still be contiguous.
-void CheckReqToTokenLayout(const TensorView& req_to_token, bool require_contiguous);
+// req_pool_indices, prefix_lens, extend_seq_lens and req_to_token, in that order. extend_seq_lens
+// is required when `needs_extend`, else checked only when given. bs = req_pool_indices.length().
+sig::SpecList BatchSpecs(const PlanInputs& in, bool needs_extend);
+// The SWA table (optional): int64, 1-D, at least `min_length` entries; `name` is what messages
+// call it ("lut_tensor" in SGLang's launchers).
+sig::TensorSpec SwaLutSpec(const PlanInputs& in, std::string_view name, int64_t min_length = 1);
+// The expected-token pool (int32 2-D) and its valid lengths (int64 [bs]), both optional.
+sig::SpecList TokenPoolSpecs(const PlanInputs& in);
 
+// "kv-canary: {op} requires full_to_swa_index_mapping when swa_window_size > 0".
+void RequireSwaLutForWindow(const PlanInputs& in, std::string_view op);
+// "kv-canary: {op} requires req_to_verify_expected_tokens_valid_lens when ... is set".
+void RequireValidLensForPool(const PlanInputs& in, std::string_view op);
 // O18: an explicit pitch must equal the view's row stride.
-void CheckReqToTokenStride0(const TensorView& req_to_token, std::optional<int64_t> stride0);
+void CheckReqToTokenStride0(const PlanInputs& in);
 
-// A present SWA table: contiguous int64, 1-D, at least one entry; `name` is the one messages use.
-void CheckSwaLut(const TensorView& lut, std::string_view name);
-
-// A present expected-token pool (int32 2-D, contiguous) and its valid lengths (int64 [bs]).
-void CheckExpectedTokenPool(const TensorView& pool, const TensorView& valid_lens, int64_t bs);
-
-// Pointers and sizes of validated views. An absent LUT gives len 0 (identity); an absent pool
-// gives data nullptr (every expected token -1).
-ReqToTokenParams ReqToTokenOf(const TensorView& req_to_token);
+// Pointers and sizes of validated inputs. An absent LUT gives len 0 (identity), `lut_len`
+// overriding its length; an absent pool gives data nullptr (every expected token -1).
+PlanInputParams InputParamsOf(const PlanInputs& in, std::optional<int64_t> lut_len = std::nullopt);
 SwaLutParams SwaLutOf(const TensorView& lut, std::optional<int64_t> lut_len = std::nullopt);
-TokenPoolParams TokenPoolOf(const TensorView& pool, const TensorView& valid_lens,
-                            int64_t position_offset);
 
 }  // namespace kvcanary

@@ -64,10 +64,9 @@ uint64_t RealKvHash(const RealKvSource* sources, int num_sources, int32_t real_k
   context.num_real_kv_sources = num_sources;
   context.real_kv_hash_mode = real_kv_hash_mode;
   CheckSourceCountLimit(context);
-  CheckSourceCountRange(context, "real_kv_hash");
+  CheckSourceCountAndMode(context, "real_kv_hash");
   for (int i = 0; i < num_sources; ++i) context.real_kv_sources[i] = sources[i];
   CheckSourceLayouts(context);
-  CheckRealKvHashMode(context);
   for (int i = 0; i < num_sources; ++i) {
     if (sources[i].tensor.device().type != DeviceType::kCPU) {
       ThrowError("kv-canary: real_kv_hash reads CPU tensors only, got real_kv_sources[", i,
@@ -81,9 +80,10 @@ uint64_t RealKvHash(const RealKvSource* sources, int num_sources, int32_t real_k
 uint64_t ComputeSlotHash(const TensorView& canary_buf, int64_t slot) {
   LaunchContext context;
   context.canary_buf = canary_buf;
-  check::Present(canary_buf, "canary_buf");
-  check::Contiguous(canary_buf, "canary_buf");
-  CheckCanaryBuf(context, "compute_slot_hash");
+  const sig::TensorSpec spec = CanaryBufSpec(context, /*written=*/false);
+  sig::CheckPresent({&spec, 1});
+  sig::CheckEach({&spec, 1}, sig::kWhole);
+  CheckCanaryBufWidth(context, "compute_slot_hash");
   if (canary_buf.device().type != DeviceType::kCPU) {
     ThrowError("kv-canary: compute_slot_hash reads CPU tensors only, got canary_buf on ",
                canary_buf.device().ToString());

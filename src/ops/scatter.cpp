@@ -6,10 +6,6 @@
 #include "ops/check.h"
 #include "ops/dispatch.h"
 
-#if defined(KVC_HAVE_CUDA)
-#include "cuda/backend.h"
-#endif
-
 namespace kvcanary {
 namespace {
 
@@ -70,17 +66,9 @@ void Scatter(const ScatterArgs& args, StreamHandle stream) {
   params.pool_width = args.pool_out.size(1);
   params.pool_stride0 = args.pool_out.stride(0);
   params.pool_stride1 = args.pool_out.stride(1);
-  switch (SelectBackend(args.pool_out, "pool_out")) {
-    case Backend::kCpu:
-      cpu::Scatter(params);
-      return;
-    case Backend::kCuda:
-#if defined(KVC_HAVE_CUDA)
-      CheckCudaLaunch(cuda::Scatter(params, args.pool_out.device().index, stream), "scatter_req_token_ids");
-#endif
-      return;
-  }
-  (void)stream;
+  RunOnBackend(
+      args.pool_out, "pool_out", "scatter_req_token_ids", [&] { cpu::Scatter(params); },
+      [&](auto device) { return cuda::Scatter(params, device, stream); });
 }
 
 }  // namespace kvcanary

@@ -22,6 +22,7 @@
 #include "kvcanary/runtime/stats.h"
 #include "runtime/delayed_read.h"
 #include "runtime/perturbation.h"
+#include "runtime/verify_path.h"
 
 namespace kvcanary::runtime {
 
@@ -93,9 +94,8 @@ class CanaryManager::Impl {
   void PostForward(int inner);
   void EndStep();
   void LaunchEndpoints(int inner, Stage stage);
+  // Verify of one group's plan arrays (split ranges and sweeps, whatever the verify path).
   void VerifyGroup(size_t group, Stage stage, const VerifyPlanView& plan, bool check_token);
-  // HEAD or TAIL verify of one group through FusedVerify (Config::fused_verify).
-  void FusedVerifyGroup(const ForwardState& forward, size_t group, Stage stage);
   void Transition(ForwardState& forward, Phase expected, Phase next);
   ForwardState& ForwardAt(int inner);
   void UploadTokenPool(ForwardState& forward, const std::vector<int64_t>& offsets);
@@ -103,6 +103,8 @@ class CanaryManager::Impl {
   PlanArgs PlanArgsOf(const ForwardState& forward, size_t group, int64_t row_begin,
                       int64_t row_end) const;
   LaunchContext ContextOf(size_t group, Stage stage, Half half) const;
+  // The V half's context when the group verifies and writes it, else none.
+  std::optional<LaunchContext> PairedContextOf(size_t group, Stage stage) const;
   bool HalfActive(const GroupState& group, Half half) const;
 
   // canary_split.cpp
@@ -164,12 +166,15 @@ class CanaryManager::Impl {
   DeviceBuffer chain_assert_flag_;   // [1] int32
   DeviceBuffer expected_token_pool_; // [rows, width] int32 (verify token assert only)
   DeviceBuffer sweep_walk_;          // [verify capacity, 3] int64 staging of walk chunks
-  // The sweep's plan per group: its own with fused verify (the forwards' plans have no entry
-  // arrays then), else inner forward 0's, free by phase 4.
+  // HEAD/TAIL verification: plan arrays or fused (Config::fused_verify).
+  std::unique_ptr<VerifyPath> verify_path_;
+  // The sweep's plan per group: its own when the forwards' plans cannot overflow (they hold no
+  // entry arrays then), else inner forward 0's, free by phase 4.
   std::vector<DeviceBuffer> sweep_plan_memory_;
   std::vector<VerifyPlanView> sweep_plans_;
-  // The bound FusedVerify is given: every prefix position of a full batch (rows x table width).
-  int64_t fused_capacity_ = 0;
+  // The bound of a path whose plan holds no entries: every prefix position of a full batch
+  // (rows x table width).
+  int64_t verify_entries_bound_ = 0;
   int64_t token_pool_width_ = 0;
   int64_t device_bytes_ = 0;
 

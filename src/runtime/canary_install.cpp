@@ -11,30 +11,10 @@ namespace {
 
 DeviceBuffer Int64Buffer(Device device, int64_t count) { return DeviceBuffer(device, count * 8); }
 
-// A verify plan of `capacity` entries laid out in `memory` (VerifyPlanAllocationBytes of it).
-VerifyPlanView VerifyPlanViewOf(const DeviceBuffer& memory, int64_t capacity) {
-  return VerifyPlanView{memory.View(DType::kInt64, {capacity}, 0),
-                        memory.View(DType::kInt64, {capacity}, 8 * capacity),
-                        memory.View(DType::kInt64, {capacity}, 16 * capacity),
-                        memory.View(DType::kInt64, {capacity}, 24 * capacity),
-                        memory.View(DType::kInt32, {1}, 32 * capacity),
-                        memory.View(DType::kInt32, {1}, 32 * capacity + 4)};
-}
-
-// The offsets-only plan of fused verify: the two counts in 8 bytes, no entry arrays.
-VerifyPlanView CountsOnlyPlanView(const DeviceBuffer& memory) {
-  return VerifyPlanView{TensorView(), TensorView(), TensorView(), TensorView(),
-                        memory.View(DType::kInt32, {1}, 0), memory.View(DType::kInt32, {1}, 4)};
-}
-
 int64_t CheckedProduct(int64_t a, int64_t b) {
   int64_t product = 0;
   return __builtin_mul_overflow(a, b, &product) ? INT64_MAX : product;
 }
-
-// Fused verify keeps the sweep's chunk at this many entries at most, so no per-step or sweep
-// workspace grows with the pool (a longer row still fits: the floor is the table width).
-constexpr int64_t kFusedSweepChunkEntries = 65536;
 
 // §3.2: real-KV sources fingerprint layer 0 only; a row width that is not a positive multiple of
 // 16 gets none.
@@ -78,7 +58,11 @@ int LaunchTagOf(Stage stage, Half half, GroupKind kind) {
 }
 
 CanaryManager::Impl::Impl(const Config& config, const InstallArgs& args)
-    : config_(config), args_(args), device_(args.device), stream_(args.stream) {
+    : config_(config),
+      args_(args),
+      device_(args.device),
+      stream_(args.stream),
+      verify_path_(config.fused_verify ? MakeFusedVerifyPath() : MakePlannedVerifyPath()) {
   log_ = args.log != nullptr ? args.log : &StderrLogSink();
   if (args.piecewise_capture) {
     ThrowError("kv-canary: piecewise CUDA graph capture of a forward is not supported by the "
@@ -171,14 +155,10 @@ CanaryManager::Impl::Impl(const Config& config, const InstallArgs& args)
   for (ForwardState& forward : forwards_) {
     for (const GroupState& group : groups_) {
       ForwardState::PerGroup per_group;
-      // Fused verify needs only the plan's two counts: an offsets-only plan.
-      per_group.verify_plan_memory = config.fused_verify
-                                         ? DeviceBuffer(device_, 8)
-                                         : DeviceBuffer(device_, VerifyPlanAllocationBytes(verify_cap));
+      VerifyPlanMemory verify_plan = verify_path_->AllocateForwardPlan(device_, verify_cap);
+      per_group.verify_plan_memory = std::move(verify_plan.memory);
+      per_group.verify_plan = verify_plan.view;
       per_group.write_plan_memory = DeviceBuffer(device_, WritePlanAllocationBytes(req_cap));
-      per_group.verify_plan = config.fused_verify
-                                  ? CountsOnlyPlanView(per_group.verify_plan_memory)
-                                  : VerifyPlanViewOf(per_group.verify_plan_memory, verify_cap);
       const DeviceBuffer& w = per_group.write_plan_memory;
       per_group.write_plan = WritePlanView{w.View(DType::kInt64, {req_cap + 1}, 0),
                                            w.View(DType::kInt64, {req_cap}, 8 * (req_cap + 1)),
@@ -189,8 +169,8 @@ CanaryManager::Impl::Impl(const Config& config, const InstallArgs& args)
     forward.expected_tokens = Int64Buffer(device_, entry_cap);
     forward.expected_positions = Int64Buffer(device_, entry_cap);
     forward.valid_lens = Int64Buffer(device_, req_cap);
-    // Fused verify reads the offsets after every group's plan ran: one scratch per group.
-    const int64_t scratches = config.fused_verify ? static_cast<int64_t>(groups_.size()) : 1;
+    const int64_t scratches =
+        verify_path_->ScratchesPerForward(static_cast<int64_t>(groups_.size()));
     forward.plan_scratch = Int64Buffer(device_, scratches * (req_cap + 1));
     forward.snapshot_enable = DeviceBuffer(device_, 4 * static_cast<int64_t>(groups_.size()));
     forward.overflow_read =
@@ -199,14 +179,14 @@ CanaryManager::Impl::Impl(const Config& config, const InstallArgs& args)
   // Sweeps stage their walk here, in chunks of the verify capacity.
   sweep_walk_ = Int64Buffer(device_, 3 * verify_cap);
   for (size_t g = 0; g < groups_.size(); ++g) {
-    if (config.fused_verify) {
+    if (verify_path_->CanOverflow()) {
+      sweep_plans_.push_back(forwards_[0].groups[g].verify_plan);
+    } else {
       sweep_plan_memory_.emplace_back(device_, VerifyPlanAllocationBytes(verify_cap));
       sweep_plans_.push_back(VerifyPlanViewOf(sweep_plan_memory_.back(), verify_cap));
-    } else {
-      sweep_plans_.push_back(forwards_[0].groups[g].verify_plan);
     }
   }
-  fused_capacity_ = std::min<int64_t>(kMaxDeviceCount, CheckedProduct(req_cap, width));
+  verify_entries_bound_ = std::min<int64_t>(kMaxDeviceCount, CheckedProduct(req_cap, width));
 
   pump_read_ = std::make_unique<DelayedRead>(device_, 4);
   if (config.allreduce_violation_signal) {
@@ -251,30 +231,16 @@ Capacities CanaryManager::Impl::WithinWorkspaceBudget(Capacities capacities,
   for (const GroupState& group : groups_) {
     record_bytes += (group.has_v ? 4 : 2) * kCanarySlotBytes * group.spec.num_slots;
   }
-  const int num_groups = static_cast<int>(groups_.size());
-  const int64_t forwards = args_.num_inner_forwards;
-  const bool fused = config_.fused_verify;
-  auto workspace = [&](int64_t verify_capacity) {
-    Capacities trial = capacities;
-    trial.verify_capacity = verify_capacity;
-    // Per inner forward, plus the sweep's staging of three int64 arrays per entry. With fused
-    // verify the forwards' plans hold only their counts and the sweep has its own plan.
-    const int64_t plan_entries = num_groups * (VerifyPlanAllocationBytes(verify_capacity) - 8);
-    const int64_t extra_scratches = (num_groups - 1) * 8 * (capacities.write_req_capacity + 1);
-    const int64_t per_forward =
-        ForwardWorkspaceBytes(trial, num_groups) + (fused ? extra_scratches - plan_entries : 0);
-    return forwards * per_forward + (fused ? plan_entries : 0) + 24 * verify_capacity;
-  };
+  const WorkspaceShape shape{capacities, static_cast<int>(groups_.size()),
+                             args_.num_inner_forwards};
   const int64_t floor = std::max<int64_t>(max_seq_len, 1);
   const int64_t budget = record_bytes / 10;
-  const int64_t per_entry = (fused ? 1 : forwards) * num_groups * 32 + 24;
+  const int64_t at_floor = verify_path_->WorkspaceBytes(shape, floor);
   int64_t fitting = floor;
-  if (workspace(floor) < budget) fitting = floor + (budget - workspace(floor)) / per_entry;
+  if (at_floor < budget) fitting = floor + (budget - at_floor) / verify_path_->BytesPerEntry(shape);
   capacities.verify_capacity = std::min(capacities.verify_capacity, std::max(fitting, floor));
-  if (fused) {
-    capacities.verify_capacity =
-        std::min(capacities.verify_capacity, std::max(floor, kFusedSweepChunkEntries));
-  }
+  capacities.verify_capacity =
+      std::min(capacities.verify_capacity, verify_path_->MaxVerifyCapacity(floor));
   return capacities;
 }
 

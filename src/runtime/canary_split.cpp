@@ -10,8 +10,8 @@ namespace kvcanary::runtime {
 
 void CanaryManager::Impl::DecideSplit(ForwardState& forward) {
   for (ForwardState::PerGroup& per_group : forward.groups) per_group.split = false;
-  // Fused verify has no per-entry plan to overflow: every step is verified in the graph.
-  if (config_.fused_verify) return;
+  // A path without per-entry plans cannot overflow: every step is verified in the graph.
+  if (!verify_path_->CanOverflow()) return;
   const ForwardHostInput& host = forward.host;
   const int64_t capacity = capacities_.verify_capacity;
   const int64_t rows = static_cast<int64_t>(host.req_pool_indices.size());

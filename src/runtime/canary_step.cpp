@@ -131,26 +131,30 @@ PlanArgs CanaryManager::Impl::PlanArgsOf(const ForwardState& forward, size_t gro
   PlanArgs plan;
   plan.verify_plan_out = per_group.verify_plan;
   plan.write_plan_out = per_group.write_plan;
-  plan.req_pool_indices = Slice1D(batch.req_pool_indices, row_begin, row_end);
-  plan.prefix_lens = Slice1D(batch.prefix_lens, row_begin, row_end);
-  plan.extend_seq_lens = Slice1D(batch.extend_seq_lens, row_begin, row_end);
-  plan.req_to_token = batch.req_to_token.defined() ? batch.req_to_token : args_.req_to_token;
-  plan.req_to_token_stride0 = batch.req_to_token_stride0;
-  plan.swa_window_size = groups_[group].window;
+  plan.inputs.req_pool_indices = Slice1D(batch.req_pool_indices, row_begin, row_end);
+  plan.inputs.prefix_lens = Slice1D(batch.prefix_lens, row_begin, row_end);
+  plan.inputs.extend_seq_lens = Slice1D(batch.extend_seq_lens, row_begin, row_end);
+  plan.inputs.req_to_token = batch.req_to_token.defined() ? batch.req_to_token : args_.req_to_token;
+  plan.inputs.req_to_token_stride0 = batch.req_to_token_stride0;
+  plan.inputs.swa_window_size = groups_[group].window;
   if (groups_[group].spec.kind == GroupKind::kSwa) {
-    plan.full_to_swa_index_mapping = groups_[group].spec.full_to_swa;
+    plan.inputs.full_to_swa_index_mapping = groups_[group].spec.full_to_swa;
   }
-  plan.verify_capacity = config_.fused_verify ? fused_capacity_ : capacities_.verify_capacity;
+  plan.verify_capacity =
+      verify_path_->PlanCapacity(capacities_.verify_capacity, verify_entries_bound_);
   if (forward.has_valid_lens) {
-    plan.req_to_verify_expected_tokens = expected_token_pool_.View(
+    plan.inputs.req_to_verify_expected_tokens = expected_token_pool_.View(
         DType::kInt32, {args_.req_to_token.size(0), token_pool_width_});
-    plan.req_to_verify_expected_tokens_valid_lens =
+    plan.inputs.req_to_verify_expected_tokens_valid_lens =
         Slice1D(forward.valid_lens.View(DType::kInt64, {capacities_.write_req_capacity}),
                 row_begin, row_end);
   }
-  plan.kv_token_id_vs_position_offset = args_.kv_token_id_vs_position_offset;
+  plan.inputs.kv_token_id_vs_position_offset = args_.kv_token_id_vs_position_offset;
   const int64_t scratch_len = capacities_.write_req_capacity + 1;
-  const int64_t scratch_index = config_.fused_verify ? static_cast<int64_t>(group) : 0;
+  const int64_t scratch_index =
+      verify_path_->ScratchesPerForward(static_cast<int64_t>(groups_.size())) > 1
+          ? static_cast<int64_t>(group)
+          : 0;
   plan.verify_offsets_scratch =
       forward.plan_scratch.View(DType::kInt64, {scratch_len}, 8 * scratch_len * scratch_index);
   return plan;
@@ -185,25 +189,20 @@ void CanaryManager::Impl::PostForward(int inner) {
   }
 }
 
+std::optional<LaunchContext> CanaryManager::Impl::PairedContextOf(size_t group,
+                                                                 Stage stage) const {
+  if (!HalfActive(groups_[group], Half::kV)) return std::nullopt;
+  return ContextOf(group, stage, Half::kV);
+}
+
 void CanaryManager::Impl::VerifyGroup(size_t group, Stage stage, const VerifyPlanView& plan,
                                       bool check_token) {
   VerifyArgs verify;
   verify.context = ContextOf(group, stage, Half::kK);
   verify.plan = plan;
   verify.check_verify_expected_token = check_token;
-  if (HalfActive(groups_[group], Half::kV)) verify.paired_context = ContextOf(group, stage, Half::kV);
+  verify.paired_context = PairedContextOf(group, stage);
   Verify(verify, stream_);
-}
-
-void CanaryManager::Impl::FusedVerifyGroup(const ForwardState& forward, size_t group,
-                                           Stage stage) {
-  // The same inputs the forward's offsets-only plan read, and its outputs.
-  FusedVerifyArgs verify =
-      FusedVerifyArgsOf(PlanArgsOf(forward, group, 0, forward.batch.batch_size));
-  verify.context = ContextOf(group, stage, Half::kK);
-  if (HalfActive(groups_[group], Half::kV)) verify.paired_context = ContextOf(group, stage, Half::kV);
-  verify.check_verify_expected_token = config_.enable_verify_token_assert;
-  FusedVerify(verify, stream_);
 }
 
 void CanaryManager::Impl::LaunchEndpoints(int inner, Stage stage) {
@@ -211,11 +210,9 @@ void CanaryManager::Impl::LaunchEndpoints(int inner, Stage stage) {
   const ForwardBatch& batch = forward.batch;
   for (size_t g = 0; g < groups_.size(); ++g) {
     const ForwardState::PerGroup& per_group = forward.groups[g];
-    if (config_.fused_verify) {
-      FusedVerifyGroup(forward, g, stage);
-    } else {
-      VerifyGroup(g, stage, per_group.verify_plan, config_.enable_verify_token_assert);
-    }
+    // An overflowed plan-array step has enable = 0 here: its rows are verified in ranges.
+    verify_path_->Verify(PlanArgsOf(forward, g, 0, batch.batch_size), ContextOf(g, stage, Half::kK),
+                         PairedContextOf(g, stage), config_.enable_verify_token_assert, stream_);
     WriteArgs write;
     write.context = ContextOf(g, stage, Half::kK);
     write.plan = per_group.write_plan;
@@ -230,7 +227,7 @@ void CanaryManager::Impl::LaunchEndpoints(int inner, Stage stage) {
       write.expected_input_positions =
           forward.expected_positions.View(DType::kInt64, {batch.num_tokens});
     }
-    if (HalfActive(groups_[g], Half::kV)) write.paired_context = ContextOf(g, stage, Half::kV);
+    write.paired_context = PairedContextOf(g, stage);
     Write(write, stream_);
   }
 }

@@ -98,54 +98,54 @@ struct BackendStep {
     PlanArgs a;
     a.verify_plan_out = plan.verify();
     a.write_plan_out = plan.write();
-    a.req_pool_indices = req_pool_indices.view();
-    a.prefix_lens = prefix_lens.view();
-    a.extend_seq_lens = extend_seq_lens.view();
-    a.req_to_token = TableView();
-    if (inputs.req_to_token_width > 0) a.req_to_token_stride0 = inputs.req_to_token.shape()[1];
-    a.swa_window_size = inputs.window;
-    a.full_to_swa_index_mapping = ViewOf(lut);
+    a.inputs.req_pool_indices = req_pool_indices.view();
+    a.inputs.prefix_lens = prefix_lens.view();
+    a.inputs.extend_seq_lens = extend_seq_lens.view();
+    a.inputs.req_to_token = TableView();
+    if (inputs.req_to_token_width > 0) a.inputs.req_to_token_stride0 = inputs.req_to_token.shape()[1];
+    a.inputs.swa_window_size = inputs.window;
+    a.inputs.full_to_swa_index_mapping = ViewOf(lut);
     a.verify_capacity = plan.slots.shape()[0];
-    a.req_to_verify_expected_tokens = ViewOf(pool);
-    a.req_to_verify_expected_tokens_valid_lens = ViewOf(valid_lens);
-    a.kv_token_id_vs_position_offset = inputs.pool_offset;
+    a.inputs.req_to_verify_expected_tokens = ViewOf(pool);
+    a.inputs.req_to_verify_expected_tokens_valid_lens = ViewOf(valid_lens);
+    a.inputs.kv_token_id_vs_position_offset = inputs.pool_offset;
     a.verify_offsets_scratch = ViewOf(scratch);
     return a;
   }
   // The two stages of the plan (REQUIRES bs <= 4096); the offsets go to stage_scratch.
   PlanOffsetsArgs OffsetsArgsOf() const {
     PlanOffsetsArgs a;
-    a.req_pool_indices = req_pool_indices.view();
-    a.prefix_lens = prefix_lens.view();
-    a.extend_seq_lens = extend_seq_lens.view();
-    a.req_to_token = TableView();
-    a.full_to_swa_index_mapping = ViewOf(lut);
+    a.inputs.req_pool_indices = req_pool_indices.view();
+    a.inputs.prefix_lens = prefix_lens.view();
+    a.inputs.extend_seq_lens = extend_seq_lens.view();
+    a.inputs.req_to_token = TableView();
+    a.inputs.full_to_swa_index_mapping = ViewOf(lut);
     a.out_verify_offsets_scratch = stage_scratch.view();
     a.out_write_offsets = plan.offsets.view();
     a.out_write_seed_slot_indices = plan.seeds.view();
     a.out_verify_num_valid = plan.num_valid.view();
     a.out_verify_enable = plan.enable.view();
     a.out_write_num_valid_reqs = plan.num_valid_reqs.view();
-    a.swa_window_size = inputs.window;
+    a.inputs.swa_window_size = inputs.window;
     a.verify_capacity = plan.slots.shape()[0];
     return a;
   }
   PlanEntriesArgs EntriesArgsOf() const {
     PlanEntriesArgs a;
-    a.req_pool_indices = req_pool_indices.view();
-    a.prefix_lens = prefix_lens.view();
-    a.req_to_token = TableView();
-    a.full_to_swa_index_mapping = ViewOf(lut);
+    a.inputs.req_pool_indices = req_pool_indices.view();
+    a.inputs.prefix_lens = prefix_lens.view();
+    a.inputs.req_to_token = TableView();
+    a.inputs.full_to_swa_index_mapping = ViewOf(lut);
     a.verify_offsets_scratch = stage_scratch.view();
     a.verify_enable = plan.enable.view();
-    a.req_to_verify_expected_tokens = ViewOf(pool);
-    a.req_to_verify_expected_tokens_valid_lens = ViewOf(valid_lens);
+    a.inputs.req_to_verify_expected_tokens = ViewOf(pool);
+    a.inputs.req_to_verify_expected_tokens_valid_lens = ViewOf(valid_lens);
     a.out_verify_slot_indices = plan.slots.view();
     a.out_verify_expected_tokens = plan.tokens.view();
     a.out_verify_expected_positions = plan.positions.view();
     a.out_verify_prev_slot_indices = plan.prevs.view();
-    a.kv_token_id_vs_position_offset = inputs.pool_offset;
-    a.swa_window_size = inputs.window;
+    a.inputs.kv_token_id_vs_position_offset = inputs.pool_offset;
+    a.inputs.swa_window_size = inputs.window;
     return a;
   }
   // The offsets-only plan that feeds FusedVerify: the counts and write plan into `plan` (its
@@ -159,7 +159,12 @@ struct BackendStep {
     return a;
   }
   FusedVerifyArgs FusedVerifyArgsOf() const {
-    FusedVerifyArgs a = kvcanary::FusedVerifyArgsOf(OffsetsOnlyPlanArgsOf());
+    const PlanArgs plan = OffsetsOnlyPlanArgsOf();
+    FusedVerifyArgs a{.inputs = plan.inputs,
+                      .verify_offsets_scratch = plan.verify_offsets_scratch,
+                      .verify_num_valid = plan.verify_plan_out.verify_num_valid,
+                      .verify_enable = plan.verify_plan_out.enable,
+                      .verify_capacity = plan.verify_capacity};
     a.context = Context();
     a.paired_context = PairedContext();
     a.check_verify_expected_token = inputs.check_token;

@@ -119,15 +119,15 @@ inline void PlanOnCuda(const DevicePlanBuffers& plan, const HostTensor<int32_t>&
   PlanArgs args;
   args.verify_plan_out = plan.verify();
   args.write_plan_out = plan.write();
-  args.req_pool_indices = rp.view();
-  args.prefix_lens = prefix.view();
-  args.extend_seq_lens = extend.view();
-  args.req_to_token = table_d.view();
-  args.swa_window_size = in.window;
-  args.full_to_swa_index_mapping = lut ? lut->view() : TensorView();
-  args.req_to_verify_expected_tokens = pool ? pool->view() : TensorView();
-  args.req_to_verify_expected_tokens_valid_lens = valid_lens ? valid_lens->view() : TensorView();
-  args.kv_token_id_vs_position_offset = in.offset;
+  args.inputs.req_pool_indices = rp.view();
+  args.inputs.prefix_lens = prefix.view();
+  args.inputs.extend_seq_lens = extend.view();
+  args.inputs.req_to_token = table_d.view();
+  args.inputs.swa_window_size = in.window;
+  args.inputs.full_to_swa_index_mapping = lut ? lut->view() : TensorView();
+  args.inputs.req_to_verify_expected_tokens = pool ? pool->view() : TensorView();
+  args.inputs.req_to_verify_expected_tokens_valid_lens = valid_lens ? valid_lens->view() : TensorView();
+  args.inputs.kv_token_id_vs_position_offset = in.offset;
   args.verify_capacity = plan.slots.shape()[0];
   Plan(args);
 }

@@ -77,10 +77,10 @@ TEST_F(CudaValidation, BadArgumentsRaiseTheCpuMessageAndWriteNothing) {
     PlanArgs args;
     args.verify_plan_out = p.verify();
     args.write_plan_out = p.write();
-    args.req_pool_indices = r;
-    args.prefix_lens = r;
-    args.extend_seq_lens = r;
-    args.req_to_token = t;
+    args.inputs.req_pool_indices = r;
+    args.inputs.prefix_lens = r;
+    args.inputs.extend_seq_lens = r;
+    args.inputs.req_to_token = t;
     args.verify_capacity = 7;
     Plan(args);
   };

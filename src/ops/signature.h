@@ -1,0 +1,101 @@
+// An op's tensor arguments declared as a table, and the one engine that checks them.
+//
+// Each op lists its tensors once, in the order its documented checks name them (docs/validation.md):
+// name, dtype, rank, expected sizes, layout rule, whether it may be absent and whether the op
+// writes it. The engine runs the generic checks over that table and throws the generic messages
+// (G1-G8, G10); an op's own checks (scalars, relations between sizes) stay in its file, between
+// the engine's passes. A new generic check goes into the engine, so every op gets it at once.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string_view>
+
+#include "kvcanary/tensor.h"
+
+namespace kvcanary::sig {
+
+// An expected size: anything, exactly n (G5), or at least n (G6).
+struct Extent {
+  enum class Kind : uint8_t { kAny, kExactly, kAtLeast };
+  Kind kind = Kind::kAny;
+  int64_t value = 0;
+};
+inline constexpr Extent Exactly(int64_t n) { return {Extent::Kind::kExactly, n}; }
+inline constexpr Extent AtLeast(int64_t n) { return {Extent::Kind::kAtLeast, n}; }
+
+enum class Layout : uint8_t {
+  kContiguous,  // G1
+  // req_to_token in the C++ API: a 2-D view with unit inner stride and row stride >= width (a
+  // slice of a wider table); a tensor that is not 2-D must still be contiguous.
+  kRowView,
+  kAny,  // strides honoured by the backend (scatter)
+};
+
+struct TensorSpec {
+  const TensorView* view = nullptr;
+  std::string_view name;
+  DType dtype = DType::kInt64;
+  int rank = 1;    // 1 or 2 (G3 / G4); 0 = not checked here
+  Extent length;   // size(0), checked after the rank
+  Extent columns;  // size(1) (G10), checked after the length
+  Layout layout = Layout::kContiguous;
+  bool required = true;  // an absent optional tensor skips every check
+  bool output = false;   // the op writes it: must be writable (G8)
+
+  bool present() const { return view->defined(); }
+};
+
+// Builders for the common rows of a table.
+TensorSpec In(const TensorView& view, std::string_view name, DType dtype, int rank,
+              Extent length = {});
+TensorSpec Out(const TensorView& view, std::string_view name, DType dtype, int rank,
+               Extent length = {});
+// A row points at its tensor: a temporary would dangle.
+TensorSpec In(const TensorView&& view, std::string_view, DType, int, Extent = {}) = delete;
+TensorSpec Out(const TensorView&& view, std::string_view, DType, int, Extent = {}) = delete;
+// An optional input or output: the same row with `required` off.
+TensorSpec Optional(TensorSpec spec);
+
+// A table of at most kMaxSpecs rows, built per call without allocating.
+class SpecList {
+ public:
+  static constexpr std::size_t kMaxSpecs = 24;
+
+  SpecList() = default;
+  SpecList(std::initializer_list<TensorSpec> specs) { Add(specs); }
+  void Add(const TensorSpec& spec);
+  void Add(std::span<const TensorSpec> specs);
+  void Add(std::initializer_list<TensorSpec> specs) { Add(std::span(specs.begin(), specs.size())); }
+
+  std::span<const TensorSpec> all() const { return {items_.data(), size_}; }
+  operator std::span<const TensorSpec>() const { return all(); }  // NOLINT: a table is its rows
+
+ private:
+  std::array<TensorSpec, kMaxSpecs> items_{};
+  std::size_t size_ = 0;
+};
+
+using Specs = std::span<const TensorSpec>;
+
+// What one pass checks of each tensor; several bits check a tensor's items together, in this
+// order, before moving to the next tensor.
+enum Check : unsigned {
+  kLayout = 1u << 0,  // G1, or the row-view rule
+  kDType = 1u << 1,   // G2
+  kShape = 1u << 2,   // G3/G4, then G5/G6, then G10
+  kWhole = kLayout | kDType | kShape,
+};
+
+// "kv-canary: {name} is required, got None" for the first required tensor that is absent.
+void CheckPresent(Specs specs);
+// `checks` on each present tensor, in table order.
+void CheckEach(Specs specs, unsigned checks);
+// G7: every present tensor on `reference`'s device; messages call it `reference_name`.
+void CheckSameDevice(const TensorView& reference, std::string_view reference_name, Specs specs);
+// G8: every present output writable.
+void CheckWritable(Specs specs);
+
+}  // namespace kvcanary::sig

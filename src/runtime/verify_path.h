@@ -1,0 +1,71 @@
+// How a forward's HEAD and TAIL verification runs: a seam with one implementation per way of
+// checking the prefix records a forward reads. The runtime holds one VerifyPath, chosen at
+// install, and asks it what a forward's plan holds, how much workspace that costs, whether a
+// step can overflow it, and which op to launch. A new way to verify (sampled, paged) is a new
+// implementation of this interface, not a branch in the runtime.
+//
+//   PlannedVerifyPath  SGLang's plan arrays: Plan writes every entry, Verify reads them; a step
+//                      with more entries than the capacity is verified in row ranges.
+//   FusedVerifyPath    an offsets-only plan and FusedVerify: no per-entry array, no overflow
+//                      (the default, Config::fused_verify).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+
+#include "kvcanary/ops.h"
+#include "kvcanary/runtime/capacities.h"
+#include "kvcanary/runtime/device_memory.h"
+
+namespace kvcanary::runtime {
+
+// The verify half of one forward's plan for one group, allocated at install.
+struct VerifyPlanMemory {
+  DeviceBuffer memory;
+  VerifyPlanView view;
+};
+
+// What the workspace of one install is made of, for the budget that sizes the verify capacity.
+struct WorkspaceShape {
+  Capacities capacities;  // verify_capacity is the one being sized
+  int num_groups = 1;
+  int64_t forwards = 1;
+};
+
+class VerifyPath {
+ public:
+  virtual ~VerifyPath() = default;
+
+  // The plan memory of one (forward, group).
+  virtual VerifyPlanMemory AllocateForwardPlan(Device device, int64_t verify_capacity) const = 0;
+  // Offsets scratches per forward: one shared by the groups, or one each when the verify reads
+  // a group's offsets after every group's plan ran.
+  virtual int64_t ScratchesPerForward(int64_t num_groups) const = 0;
+  // The verify_capacity a forward's plan is given: the install's capacity, or the bound of a
+  // path that holds no entries (`entries_bound`: every prefix position of a full batch).
+  virtual int64_t PlanCapacity(int64_t verify_capacity, int64_t entries_bound) const = 0;
+  // Whether a step can hold more entries than the plan: the runtime then verifies it in row
+  // ranges outside the graph (and the sweep borrows inner forward 0's plan, free by then).
+  virtual bool CanOverflow() const = 0;
+
+  // Device bytes of the per-forward workspace and the sweep's plans at `verify_capacity`, and
+  // what one more entry of capacity costs; the largest capacity worth having at all.
+  virtual int64_t WorkspaceBytes(const WorkspaceShape& shape, int64_t verify_capacity) const = 0;
+  virtual int64_t BytesPerEntry(const WorkspaceShape& shape) const = 0;
+  virtual int64_t MaxVerifyCapacity(int64_t floor) const = 0;
+
+  // HEAD or TAIL verify of one group: `plan` is the forward's plan for it (inputs, outputs,
+  // scratch and capacity as PlanArgsOf built them, already run).
+  virtual void Verify(const PlanArgs& plan, const LaunchContext& context,
+                      const std::optional<LaunchContext>& paired_context, bool check_token,
+                      StreamHandle stream) const = 0;
+};
+
+std::unique_ptr<VerifyPath> MakePlannedVerifyPath();
+std::unique_ptr<VerifyPath> MakeFusedVerifyPath();
+
+// A verify plan of `capacity` entries laid out in `memory` (VerifyPlanAllocationBytes of it).
+VerifyPlanView VerifyPlanViewOf(const DeviceBuffer& memory, int64_t capacity);
+
+}  // namespace kvcanary::runtime

@@ -1,0 +1,56 @@
+// SGLang's plan arrays: Plan stores every verify entry and Verify reads them back.
+#include "runtime/verify_path.h"
+
+namespace kvcanary::runtime {
+namespace {
+
+class PlannedVerifyPath final : public VerifyPath {
+ public:
+  VerifyPlanMemory AllocateForwardPlan(Device device, int64_t verify_capacity) const override {
+    VerifyPlanMemory plan{DeviceBuffer(device, VerifyPlanAllocationBytes(verify_capacity)), {}};
+    plan.view = VerifyPlanViewOf(plan.memory, verify_capacity);
+    return plan;
+  }
+  int64_t ScratchesPerForward(int64_t) const override { return 1; }
+  int64_t PlanCapacity(int64_t verify_capacity, int64_t) const override { return verify_capacity; }
+  bool CanOverflow() const override { return true; }
+
+  // Every forward holds a full plan per group; the sweep stages three int64 arrays per entry.
+  int64_t WorkspaceBytes(const WorkspaceShape& shape, int64_t verify_capacity) const override {
+    Capacities trial = shape.capacities;
+    trial.verify_capacity = verify_capacity;
+    return shape.forwards * ForwardWorkspaceBytes(trial, shape.num_groups) + 24 * verify_capacity;
+  }
+  int64_t BytesPerEntry(const WorkspaceShape& shape) const override {
+    return shape.forwards * shape.num_groups * 32 + 24;
+  }
+  int64_t MaxVerifyCapacity(int64_t) const override { return INT64_MAX; }
+
+  void Verify(const PlanArgs& plan, const LaunchContext& context,
+              const std::optional<LaunchContext>& paired_context, bool check_token,
+              StreamHandle stream) const override {
+    VerifyArgs verify;
+    verify.context = context;
+    verify.plan = plan.verify_plan_out;
+    verify.check_verify_expected_token = check_token;
+    verify.paired_context = paired_context;
+    kvcanary::Verify(verify, stream);
+  }
+};
+
+}  // namespace
+
+VerifyPlanView VerifyPlanViewOf(const DeviceBuffer& memory, int64_t capacity) {
+  return VerifyPlanView{memory.View(DType::kInt64, {capacity}, 0),
+                        memory.View(DType::kInt64, {capacity}, 8 * capacity),
+                        memory.View(DType::kInt64, {capacity}, 16 * capacity),
+                        memory.View(DType::kInt64, {capacity}, 24 * capacity),
+                        memory.View(DType::kInt32, {1}, 32 * capacity),
+                        memory.View(DType::kInt32, {1}, 32 * capacity + 4)};
+}
+
+std::unique_ptr<VerifyPath> MakePlannedVerifyPath() {
+  return std::make_unique<PlannedVerifyPath>();
+}
+
+}  // namespace kvcanary::runtime
