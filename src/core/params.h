@@ -184,6 +184,19 @@ struct FusedVerifyParams {
   bool check_token = false;
 };
 
+// The halves of a verify or write launch: a K launch alone, or K and V of one group in one
+// paired launch (half[1] only when num_halves == 2). The CUDA kernels take it by value as their
+// grid constant; the CPU backend runs the halves one after the other.
+inline constexpr int kMaxHalves = 2;
+template <typename Params>
+struct Halves {
+  Params half[kMaxHalves];
+  int num_halves = 1;
+};
+using VerifyHalves = Halves<VerifyParams>;
+using FusedVerifyHalves = Halves<FusedVerifyParams>;
+using WriteHalves = Halves<WriteParams>;
+
 struct ScatterParams {
   // [total] int64, element stride flat_stride
   const int64_t* flat_in = nullptr;

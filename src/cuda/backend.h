@@ -14,13 +14,11 @@ int Plan(const PlanParams& params, int device, StreamHandle stream);
 int PlanOffsets(const PlanOffsetsParams& params, int device, StreamHandle stream);
 int PlanEntries(const PlanEntriesParams& params, int device, StreamHandle stream);
 int SwaTranslate(const SwaTranslateParams& params, int device, StreamHandle stream);
-// paired: the other half of a K/V pair verified in the same launch, or nullptr.
-int Verify(const VerifyParams& params, const VerifyParams* paired, int device, StreamHandle stream);
-// paired: the other half of a K/V pair, checked against the same derived entries, or nullptr.
-int FusedVerify(const FusedVerifyParams& params, const FusedVerifyParams* paired, int device,
-                StreamHandle stream);
-// paired: the other half of a K/V pair written in the same launch, or nullptr.
-int Write(const WriteParams& params, const WriteParams* paired, int device, StreamHandle stream);
+// One launch for both halves of a paired K/V launch: verify reads each plan entry once, fused
+// verify derives each entry once, write runs the two chains concurrently.
+int Verify(const VerifyHalves& halves, int device, StreamHandle stream);
+int FusedVerify(const FusedVerifyHalves& halves, int device, StreamHandle stream);
+int Write(const WriteHalves& halves, int device, StreamHandle stream);
 int Scatter(const ScatterParams& params, int device, StreamHandle stream);
 
 // cudaGetErrorString of a code these functions returned.

@@ -15,13 +15,8 @@
 namespace kvcanary::cuda {
 
 inline constexpr int kFusedVerifyThreads = 256;
-inline constexpr int kMaxFusedHalves = 2;
 inline constexpr int kFusedEntriesPerThread = 4;
 
-struct FusedVerifyHalves {
-  FusedVerifyParams half[kMaxFusedHalves];  // half[1] only when num_halves == 2
-  int num_halves = 1;
-};
 
 __global__ void __launch_bounds__(kFusedVerifyThreads, 4)
     FusedVerifyKernel(const __grid_constant__ FusedVerifyHalves v) {

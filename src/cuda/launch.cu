@@ -1,7 +1,7 @@
+#include <atomic>
+
 #include "cuda/backend.h"
 #include "cuda/launch.cuh"
-
-#include <atomic>
 
 namespace kvcanary::cuda {
 

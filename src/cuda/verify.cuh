@@ -12,13 +12,8 @@
 namespace kvcanary::cuda {
 
 inline constexpr int kVerifyThreads = 256;
-inline constexpr int kMaxVerifyHalves = 2;
 inline constexpr int kEntriesPerThread = 4;
 
-struct VerifyHalves {
-  VerifyParams half[kMaxVerifyHalves];  // half[1] only when num_halves == 2
-  int num_halves = 1;
-};
 
 __global__ void __launch_bounds__(kVerifyThreads, 4) VerifyKernel(const __grid_constant__ VerifyHalves v) {
   const VerifyParams& p = v.half[0];  // the plan is shared by the halves

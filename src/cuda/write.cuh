@@ -22,14 +22,9 @@
 namespace kvcanary::cuda {
 
 inline constexpr int kWriteThreads = 128;
-inline constexpr int kMaxWriteHalves = 2;
 inline constexpr int kWarpSize = 32;
 inline constexpr unsigned kFullWarp = 0xffffffffu;
 
-struct WriteHalves {
-  WriteParams half[kMaxWriteHalves];  // half[1] only when num_halves == 2
-  int num_halves = 1;
-};
 
 // One token of a chunk, held by one lane; slot -1 past the row's end (never written).
 struct ChunkToken {
@@ -143,7 +138,7 @@ __device__ inline void StoreFingerprints(const WriteHalves& w, int64_t r, int th
 }
 
 __global__ void __launch_bounds__(kWriteThreads) WriteKernel(const __grid_constant__ WriteHalves w) {
-  __shared__ int64_t staging[kMaxWriteHalves][2][kWarpSize];
+  __shared__ int64_t staging[kMaxHalves][2][kWarpSize];
   const int warp = threadIdx.x / kWarpSize;
   const int lane = threadIdx.x % kWarpSize;
   if (blockIdx.x == 0 && threadIdx.x < w.num_halves) {

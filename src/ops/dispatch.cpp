@@ -2,7 +2,6 @@
 
 #include "kvcanary/error.h"
 
-
 namespace kvcanary {
 
 Backend SelectBackend(const TensorView& reference, std::string_view reference_name) {

@@ -40,27 +40,23 @@ void Validate(const FusedVerifyArgs& a) {
 }
 
 FusedVerifyParams ParamsOf(const FusedVerifyArgs& a, const LaunchContext& context) {
-  FusedVerifyParams params;
-  params.launch = LaunchParamsOf(context);
-  params.in = InputParamsOf(a.inputs);
-  params.in.extend_seq_lens = nullptr;  // not read: the offsets already hold the counts
-  params.scratch = a.verify_offsets_scratch.data_as<const int64_t>();
-  params.num_valid = a.verify_num_valid.data_as<const int32_t>();
-  params.enable = a.verify_enable.data_as<const int32_t>();
-  params.capacity = a.verify_capacity;
-  params.check_token = a.check_verify_expected_token;
-  return params;
+  PlanInputParams in = InputParamsOf(a.inputs);
+  in.extend_seq_lens = nullptr;  // not read: the offsets already hold the counts
+  return FusedVerifyParams{.launch = LaunchParamsOf(context),
+                           .in = in,
+                           .scratch = a.verify_offsets_scratch.data_as<const int64_t>(),
+                           .num_valid = a.verify_num_valid.data_as<const int32_t>(),
+                           .enable = a.verify_enable.data_as<const int32_t>(),
+                           .capacity = a.verify_capacity,
+                           .check_token = a.check_verify_expected_token};
 }
 
 }  // namespace
 
 void FusedVerify(const FusedVerifyArgs& args, StreamHandle stream) {
-  ValidateWithPair(args, [](const auto& half) { Validate(half); });
-  RunPairedLaunch(
-      args, ParamsOf, "fused_verify", [](const FusedVerifyParams& params) { cpu::FusedVerify(params); },
-      [&](const auto& params, const auto* paired, auto device) {
-        return cuda::FusedVerify(params, paired, device, stream);
-      });
+  RunPairedOp(
+      args, Validate, ParamsOf, "fused_verify", cpu::FusedVerify,
+      [&](const auto& halves, auto device) { return cuda::FusedVerify(halves, device, stream); });
 }
 
 }  // namespace kvcanary

@@ -52,8 +52,8 @@ void CheckSourceLayouts(const LaunchContext& context) {
 
 void CheckCanaryBufWidth(const LaunchContext& context, std::string_view op_label) {
   if (context.canary_buf.size(1) < kCanarySlotBytes) {
-    ThrowError("kv-canary: ", op_label, ": slot_stride_bytes must hold at least ",
-               kCanarySlotBytes, " bytes per slot, got ", context.canary_buf.size(1));
+    ThrowError("kv-canary: ", op_label, ": slot_stride_bytes must hold at least ", kCanarySlotBytes,
+               " bytes per slot, got ", context.canary_buf.size(1));
   }
 }
 
@@ -99,8 +99,10 @@ LaunchParams LaunchParamsOf(const LaunchContext& context) {
     const RealKvSource& source = context.real_kv_sources[i];
     const int64_t itemsize = ItemSize(source.tensor.dtype());
     launch.real_kv.sources[i] = RealKvSourceParams{
-        source.tensor.data_as<const uint8_t>(), source.tensor.size(0),
-        source.tensor.stride(0) * itemsize,     source.page_size,
+        source.tensor.data_as<const uint8_t>(),
+        source.tensor.size(0),
+        source.tensor.stride(0) * itemsize,
+        source.page_size,
         source.num_bytes_per_token,
         mode == RealKvHashMode::kPartial ? kRealKvBlockBytes : source.read_bytes};
   }

@@ -2,7 +2,6 @@
 // W1-W12 of docs/validation.md), and its conversion into backend parameters.
 #pragma once
 
-#include <optional>
 #include <string_view>
 
 #include "core/params.h"
@@ -69,24 +68,26 @@ void ValidateWithPair(const Args& args, Validate&& validate) {
   CheckPairIsDistinct(args.context, *args.paired_context);
 }
 
-// Runs a verify or write launch on canary_buf's backend with the parameters of args.context and
-// of its pair (built by `params_of(args, context)`): `cpu_op(params)` once per half, or
-// `cuda_op(params, paired_params_or_null, device)` once for both (a generic lambda: see
-// RunOnBackend).
-template <typename Args, typename ParamsOf, typename CpuOp, typename CudaOp>
-void RunPairedLaunch(const Args& args, ParamsOf&& params_of, std::string_view op_name,
-                     CpuOp&& cpu_op, CudaOp&& cuda_op) {
-  const auto params = params_of(args, args.context);
-  std::optional<decltype(params)> paired;
-  if (args.paired_context.has_value()) paired.emplace(params_of(args, *args.paired_context));
-  const auto* paired_params = paired.has_value() ? &*paired : nullptr;
+// A verify or write op after its checks: validates args with `validate` (both halves, see
+// ValidateWithPair), then runs it on canary_buf's backend over the halves args.context and its
+// pair (their parameters built by `params_of(args, context)`): `cpu_op(params)` once per half, or
+// `cuda_op(halves, device)` once for both (a generic lambda: see RunOnBackend).
+template <typename Args, typename Validate, typename ParamsOf, typename CpuOp, typename CudaOp>
+void RunPairedOp(const Args& args, Validate&& validate, ParamsOf&& params_of,
+                 std::string_view op_name, CpuOp&& cpu_op, CudaOp&& cuda_op) {
+  ValidateWithPair(args, validate);
+  Halves<decltype(params_of(args, args.context))> halves;
+  halves.half[0] = params_of(args, args.context);
+  if (args.paired_context.has_value()) {
+    halves.half[1] = params_of(args, *args.paired_context);
+    halves.num_halves = 2;
+  }
   RunOnBackend(
       args.context.canary_buf, "canary_buf", op_name,
       [&] {
-        cpu_op(params);
-        if (paired_params != nullptr) cpu_op(*paired_params);
+        for (int h = 0; h < halves.num_halves; ++h) cpu_op(halves.half[h]);
       },
-      [&](auto device) { return cuda_op(params, paired_params, device); });
+      [&](auto device) { return cuda_op(halves, device); });
 }
 
 LaunchParams LaunchParamsOf(const LaunchContext& context);

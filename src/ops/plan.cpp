@@ -30,7 +30,8 @@ PlanTables TablesOf(const PlanArgs& a) {
   const int64_t bs = a.inputs.req_pool_indices.length();
   PlanTables t;
   if (!IsOffsetsOnly(a.verify_plan_out)) {
-    t.entries = VerifyEntrySpecs(a.verify_plan_out, PlanNames::kOut, sig::Exactly(a.verify_capacity));
+    t.entries =
+        VerifyEntrySpecs(a.verify_plan_out, PlanNames::kOut, sig::Exactly(a.verify_capacity));
   }
   t.main = BatchSpecs(a.inputs, /*needs_extend=*/true);
   t.main.Add(SwaLutSpec(a.inputs, "lut_tensor"));
@@ -47,8 +48,9 @@ PlanTables TablesOf(const PlanArgs& a) {
 void CheckScalars(const PlanArgs& a, bool offsets_only) {
   RequireSwaLutForWindow(a.inputs, "launch_canary_plan_kernels");
   if (offsets_only && !a.verify_offsets_scratch.defined()) {
-    ThrowError("kv-canary: launch_canary_plan_kernels requires verify_offsets_scratch for an "
-               "offsets-only plan (no verify entry arrays: fused_verify reads the offsets), got None");
+    ThrowError(
+        "kv-canary: launch_canary_plan_kernels requires verify_offsets_scratch for an "
+        "offsets-only plan (no verify entry arrays: fused_verify reads the offsets), got None");
   }
   if (offsets_only && a.verify_capacity < 0) {
     ThrowError("kv-canary: launch_canary_plan_kernels verify_capacity must be non-negative, got ",
@@ -71,10 +73,10 @@ void Validate(const PlanArgs& a) {
   CheckScalars(a, offsets_only);
   for (unsigned pass : {sig::kLayout, sig::kDType, sig::kShape}) sig::CheckEach(t.main, pass);
   CheckWritePlanSizes(a.write_plan_out, a.inputs.req_pool_indices.length());  // O16, O17
-  CheckReqToTokenStride0(a.inputs);                                          // O18
-  sig::CheckEach(t.entries, sig::kWhole);                                    // P7
-  sig::CheckEach(t.pool, sig::kWhole);                                       // P8
-  sig::CheckEach(t.scratch, sig::kWhole);                                    // P9
+  CheckReqToTokenStride0(a.inputs);                                           // O18
+  sig::CheckEach(t.entries, sig::kWhole);                                     // P7
+  sig::CheckEach(t.pool, sig::kWhole);                                        // P8
+  sig::CheckEach(t.scratch, sig::kWhole);                                     // P9
   const VerifyPlanView& v = a.verify_plan_out;
   if (offsets_only) {
     sig::CheckSameDevice(v.verify_num_valid, "out_verify_num_valid", t.all);  // P10
@@ -117,8 +119,7 @@ void Plan(const PlanArgs& args, StreamHandle stream) {
   RunOnBackend(
       offsets_only ? v.verify_num_valid : v.verify_slot_indices,
       offsets_only ? "out_verify_num_valid" : "out_verify_slot_indices", "plan",
-      [&] { cpu::Plan(params); },
-      [&](auto device) { return cuda::Plan(params, device, stream); });
+      [&] { cpu::Plan(params); }, [&](auto device) { return cuda::Plan(params, device, stream); });
 }
 
 }  // namespace kvcanary

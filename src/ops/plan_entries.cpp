@@ -11,8 +11,12 @@ namespace kvcanary {
 namespace {
 
 VerifyPlanView EntriesOf(const PlanEntriesArgs& a) {
-  return VerifyPlanView{a.out_verify_slot_indices, a.out_verify_expected_tokens,
-                        a.out_verify_expected_positions, a.out_verify_prev_slot_indices, {}, {}};
+  return VerifyPlanView{a.out_verify_slot_indices,
+                        a.out_verify_expected_tokens,
+                        a.out_verify_expected_positions,
+                        a.out_verify_prev_slot_indices,
+                        {},
+                        {}};
 }
 
 void Validate(const PlanEntriesArgs& a) {
@@ -20,9 +24,10 @@ void Validate(const PlanEntriesArgs& a) {
   sig::SpecList head = BatchSpecs(a.inputs, /*needs_extend=*/false);
   head.Add(sig::In(a.verify_offsets_scratch, "verify_offsets_scratch", DType::kInt64, 1));
   const VerifyPlanView entries = EntriesOf(a);
-  sig::SpecList rest = {sig::In(a.verify_enable, "verify_enable", DType::kInt32, 1, sig::Exactly(1))};
-  rest.Add(VerifyEntrySpecs(entries, PlanNames::kOut,
-                            sig::Exactly(a.out_verify_slot_indices.length())));
+  sig::SpecList rest = {
+      sig::In(a.verify_enable, "verify_enable", DType::kInt32, 1, sig::Exactly(1))};
+  rest.Add(
+      VerifyEntrySpecs(entries, PlanNames::kOut, sig::Exactly(a.out_verify_slot_indices.length())));
   rest.Add(SwaLutSpec(a.inputs, "lut_tensor"));
   rest.Add(TokenPoolSpecs(a.inputs));
   sig::CheckPresent(head);

@@ -6,8 +6,8 @@ namespace kvcanary {
 
 sig::SpecList BatchSpecs(const PlanInputs& in, bool needs_extend) {
   const int64_t bs = in.req_pool_indices.length();
-  sig::TensorSpec extend = sig::In(in.extend_seq_lens, "extend_seq_lens", DType::kInt64, 1,
-                                   sig::Exactly(bs));
+  sig::TensorSpec extend =
+      sig::In(in.extend_seq_lens, "extend_seq_lens", DType::kInt64, 1, sig::Exactly(bs));
   if (!needs_extend) extend = sig::Optional(extend);
   sig::TensorSpec table = sig::In(in.req_to_token, "req_to_token", DType::kInt32, 2);
   table.layout =
@@ -18,8 +18,8 @@ sig::SpecList BatchSpecs(const PlanInputs& in, bool needs_extend) {
 }
 
 sig::TensorSpec SwaLutSpec(const PlanInputs& in, std::string_view name, int64_t min_length) {
-  return sig::Optional(sig::In(in.full_to_swa_index_mapping, name, DType::kInt64, 1,
-                               sig::AtLeast(min_length)));
+  return sig::Optional(
+      sig::In(in.full_to_swa_index_mapping, name, DType::kInt64, 1, sig::AtLeast(min_length)));
 }
 
 sig::SpecList TokenPoolSpecs(const PlanInputs& in) {
@@ -33,8 +33,7 @@ sig::SpecList TokenPoolSpecs(const PlanInputs& in) {
 
 void RequireSwaLutForWindow(const PlanInputs& in, std::string_view op) {
   if (in.swa_window_size > 0 && !in.full_to_swa_index_mapping.defined()) {
-    ThrowError("kv-canary: ", op,
-               " requires full_to_swa_index_mapping when swa_window_size > 0");
+    ThrowError("kv-canary: ", op, " requires full_to_swa_index_mapping when swa_window_size > 0");
   }
 }
 
@@ -70,16 +69,17 @@ PlanInputParams InputParamsOf(const PlanInputs& in, std::optional<int64_t> lut_l
       in.extend_seq_lens.defined() ? in.extend_seq_lens.data_as<const int64_t>() : nullptr;
   params.bs = in.req_pool_indices.size(0);
   params.swa_window_size = in.swa_window_size;
-  params.req_to_token =
-      ReqToTokenParams{table.data_as<const int32_t>(), table.size(0), table.size(1), table.stride(0)};
+  params.req_to_token = ReqToTokenParams{table.data_as<const int32_t>(), table.size(0),
+                                         table.size(1), table.stride(0)};
   params.lut = SwaLutOf(in.full_to_swa_index_mapping, lut_len);
   if (pool.defined()) {
-    params.pool = TokenPoolParams{pool.data_as<const int32_t>(),
-                                  pool.size(0),
-                                  pool.size(1),
-                                  pool.stride(0),
-                                  in.req_to_verify_expected_tokens_valid_lens.data_as<const int64_t>(),
-                                  in.kv_token_id_vs_position_offset};
+    params.pool =
+        TokenPoolParams{pool.data_as<const int32_t>(),
+                        pool.size(0),
+                        pool.size(1),
+                        pool.stride(0),
+                        in.req_to_verify_expected_tokens_valid_lens.data_as<const int64_t>(),
+                        in.kv_token_id_vs_position_offset};
   }
   return params;
 }

@@ -59,19 +59,20 @@ void CheckScalars(const PlanOffsetsArgs& a) {
   if (has_lut && lut_len <= 0) {
     ThrowError("kv-canary: lut_len must be positive when has_swa_lut is True");
   }
-  if (!has_lut && lut_len != 0) ThrowError("kv-canary: lut_len must be 0 when has_swa_lut is False");
+  if (!has_lut && lut_len != 0)
+    ThrowError("kv-canary: lut_len must be 0 when has_swa_lut is False");
 }
 
 void Validate(const PlanOffsetsArgs& a) {
   const WritePlanView write = WritePlanOf(a);
   const sig::SpecList table = TableOf(a, write);
   sig::CheckPresent(table);
-  sig::CheckEach(table, sig::kLayout);  // O1
-  sig::CheckEach(table, sig::kDType);   // O2
-  CheckScalars(a);                      // O3-O11
-  sig::CheckEach(table, sig::kShape);   // O12-O15
+  sig::CheckEach(table, sig::kLayout);                             // O1
+  sig::CheckEach(table, sig::kDType);                              // O2
+  CheckScalars(a);                                                 // O3-O11
+  sig::CheckEach(table, sig::kShape);                              // O12-O15
   CheckWritePlanSizes(write, a.inputs.req_pool_indices.length());  // O16, O17
-  CheckReqToTokenStride0(a.inputs);                         // O18
+  CheckReqToTokenStride0(a.inputs);                                // O18
   sig::CheckSameDevice(a.out_verify_offsets_scratch, "out_verify_offsets_scratch", table);  // O19
   sig::CheckWritable(table);
 }

@@ -27,13 +27,13 @@ sig::SpecList VerifyEntrySpecs(const VerifyPlanView& plan, PlanNames names, sig:
   const auto row = [&](const TensorView& view, std::string_view out, std::string_view in) {
     return PlanArray(view, names, out, in, out.substr(4), DType::kInt64, length);
   };
-  return {row(plan.verify_slot_indices, "out_verify_slot_indices", "plan.verify_slot_indices"),
-          row(plan.verify_expected_tokens, "out_verify_expected_tokens",
-              "plan.verify_expected_tokens"),
-          row(plan.verify_expected_positions, "out_verify_expected_positions",
-              "plan.verify_expected_positions"),
-          row(plan.verify_prev_slot_indices, "out_verify_prev_slot_indices",
-              "plan.verify_prev_slot_indices")};
+  return {
+      row(plan.verify_slot_indices, "out_verify_slot_indices", "plan.verify_slot_indices"),
+      row(plan.verify_expected_tokens, "out_verify_expected_tokens", "plan.verify_expected_tokens"),
+      row(plan.verify_expected_positions, "out_verify_expected_positions",
+          "plan.verify_expected_positions"),
+      row(plan.verify_prev_slot_indices, "out_verify_prev_slot_indices",
+          "plan.verify_prev_slot_indices")};
 }
 
 sig::SpecList VerifyCountSpecs(const TensorView& num_valid, const TensorView& enable,

@@ -19,14 +19,15 @@ void ValidateRealKvSource(const RealKvSource& source) {
     ThrowError("kv-canary: RealKvSource.page_size must be >= 1, got ", source.page_size);
   }
   if (nb <= 0 || nb % kRealKvBlockBytes != 0) {
-    ThrowError("kv-canary: RealKvSource.num_bytes_per_token must be a positive multiple of 16, got ",
-               nb);
+    ThrowError(
+        "kv-canary: RealKvSource.num_bytes_per_token must be a positive multiple of 16, got ", nb);
   }
   if (source.read_bytes <= 0 || source.read_bytes > nb ||
       source.read_bytes % kRealKvBlockBytes != 0) {
-    ThrowError("kv-canary: RealKvSource.read_bytes must be a positive multiple of 16 in "
-               "(0, num_bytes_per_token=",
-               nb, "], got ", source.read_bytes);
+    ThrowError(
+        "kv-canary: RealKvSource.read_bytes must be a positive multiple of 16 in "
+        "(0, num_bytes_per_token=",
+        nb, "], got ", source.read_bytes);
   }
   if (t.ndim() < 2) {
     ThrowError("kv-canary: RealKvSource.tensor must be at least 2-D, got shape ", t.ShapeString());
@@ -35,8 +36,8 @@ void ValidateRealKvSource(const RealKvSource& source) {
   const int64_t row_stride_bytes = t.stride(0) * itemsize;
   if (row_stride_bytes % kRealKvBlockBytes != 0) {
     ThrowError("kv-canary: RealKvSource.tensor row stride must be a multiple of 16 bytes, got ",
-               row_stride_bytes, " bytes (shape=", t.ShapeString(), ", strides=",
-               t.StridesString(), ", dtype=", DTypeName(t.dtype()), ")");
+               row_stride_bytes, " bytes (shape=", t.ShapeString(), ", strides=", t.StridesString(),
+               ", dtype=", DTypeName(t.dtype()), ")");
   }
   const int64_t dim1_bytes = t.size(1) * itemsize;
   if (dim1_bytes < source.page_size * nb) {

@@ -18,8 +18,8 @@ void CheckRank(const TensorView& t, int rank, const char* name) {
 }
 
 void CheckDType(const TensorView& t, DType dtype, const char* name, const char* dtype_word) {
-  if (t.dtype() != dtype) ThrowTypeError(kPrefix, name, " must be ", dtype_word, ", got ",
-                                         DTypeName(t.dtype()));
+  if (t.dtype() != dtype)
+    ThrowTypeError(kPrefix, name, " must be ", dtype_word, ", got ", DTypeName(t.dtype()));
 }
 
 void Validate(const ScatterArgs& a) {

@@ -55,8 +55,7 @@ void CheckShape(const TensorSpec& spec) {
 
 }  // namespace
 
-TensorSpec In(const TensorView& view, std::string_view name, DType dtype, int rank,
-              Extent length) {
+TensorSpec In(const TensorView& view, std::string_view name, DType dtype, int rank, Extent length) {
   TensorSpec spec;
   spec.view = &view;
   spec.name = name;
@@ -79,7 +78,8 @@ TensorSpec Optional(TensorSpec spec) {
 }
 
 void SpecList::Add(const TensorSpec& spec) {
-  if (size_ == kMaxSpecs) ThrowError("kv-canary: internal: an op table has over ", kMaxSpecs, " rows");
+  if (size_ == kMaxSpecs)
+    ThrowError("kv-canary: internal: an op table has over ", kMaxSpecs, " rows");
   items_[size_++] = spec;
 }
 

@@ -1,10 +1,11 @@
 // An op's tensor arguments declared as a table, and the one engine that checks them.
 //
-// Each op lists its tensors once, in the order its documented checks name them (docs/validation.md):
-// name, dtype, rank, expected sizes, layout rule, whether it may be absent and whether the op
-// writes it. The engine runs the generic checks over that table and throws the generic messages
-// (G1-G8, G10); an op's own checks (scalars, relations between sizes) stay in its file, between
-// the engine's passes. A new generic check goes into the engine, so every op gets it at once.
+// Each op lists its tensors once, in the order its documented checks name them
+// (docs/validation.md): name, dtype, rank, expected sizes, layout rule, whether it may be absent
+// and whether the op writes it. The engine runs the generic checks over that table and throws the
+// generic messages (G1-G8, G10); an op's own checks (scalars, relations between sizes) stay in its
+// file, between the engine's passes. A new generic check goes into the engine, so every op gets it
+// at once.
 #pragma once
 
 #include <array>

@@ -13,37 +13,33 @@ namespace {
 void Validate(const VerifyArgs& a) {
   const VerifyPlanView& plan = a.plan;
   sig::SpecList table = {CanaryBufSpec(a.context, /*written=*/false)};
-  table.Add(VerifyEntrySpecs(plan, PlanNames::kPlan,
-                             sig::Exactly(plan.verify_slot_indices.length())));
+  table.Add(
+      VerifyEntrySpecs(plan, PlanNames::kPlan, sig::Exactly(plan.verify_slot_indices.length())));
   table.Add(VerifyCountSpecs(plan.verify_num_valid, plan.enable, PlanNames::kPlan));
   table.Add(RingSpecs(a.context));
-  ValidateLaunch(a.context, "canary_verify", table, [] {}, [] {});
+  ValidateLaunch(
+      a.context, "canary_verify", table, [] {}, [] {});
 }
 
 VerifyParams ParamsOf(const VerifyArgs& args, const LaunchContext& context) {
   const VerifyPlanView& plan = args.plan;
-  VerifyParams params;
-  params.launch = LaunchParamsOf(context);
-  params.slot_indices = plan.verify_slot_indices.data_as<const int64_t>();
-  params.expected_tokens = plan.verify_expected_tokens.data_as<const int64_t>();
-  params.expected_positions = plan.verify_expected_positions.data_as<const int64_t>();
-  params.prev_slot_indices = plan.verify_prev_slot_indices.data_as<const int64_t>();
-  params.num_valid = plan.verify_num_valid.data_as<const int32_t>();
-  params.enable = plan.enable.data_as<const int32_t>();
-  params.capacity = plan.verify_slot_indices.size(0);
-  params.check_token = args.check_verify_expected_token;
-  return params;
+  return VerifyParams{.launch = LaunchParamsOf(context),
+                      .slot_indices = plan.verify_slot_indices.data_as<const int64_t>(),
+                      .expected_tokens = plan.verify_expected_tokens.data_as<const int64_t>(),
+                      .expected_positions = plan.verify_expected_positions.data_as<const int64_t>(),
+                      .prev_slot_indices = plan.verify_prev_slot_indices.data_as<const int64_t>(),
+                      .num_valid = plan.verify_num_valid.data_as<const int32_t>(),
+                      .enable = plan.enable.data_as<const int32_t>(),
+                      .capacity = plan.verify_slot_indices.size(0),
+                      .check_token = args.check_verify_expected_token};
 }
 
 }  // namespace
 
 void Verify(const VerifyArgs& args, StreamHandle stream) {
-  ValidateWithPair(args, [](const auto& half) { Validate(half); });
-  RunPairedLaunch(
-      args, ParamsOf, "canary_verify", [](const VerifyParams& params) { cpu::Verify(params); },
-      [&](const auto& params, const auto* paired, auto device) {
-        return cuda::Verify(params, paired, device, stream);
-      });
+  RunPairedOp(
+      args, Validate, ParamsOf, "canary_verify", cpu::Verify,
+      [&](const auto& halves, auto device) { return cuda::Verify(halves, device, stream); });
 }
 
 }  // namespace kvcanary

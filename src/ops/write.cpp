@@ -17,12 +17,14 @@ void CheckExpectedInputs(const WriteArgs& a) {
       a.expected_input_tokens.defined() || a.expected_input_positions.defined();
   const bool has_both = a.expected_input_tokens.defined() && a.expected_input_positions.defined();
   if (a.enable_write_input_assert && !has_both) {
-    ThrowError("kv-canary: expected input tensors are required when "
-               "enable_write_input_assert=True");
+    ThrowError(
+        "kv-canary: expected input tensors are required when "
+        "enable_write_input_assert=True");
   }
   if (!a.enable_write_input_assert && has_expected) {
-    ThrowError("kv-canary: expected input tensors must be None when "
-               "enable_write_input_assert=False");
+    ThrowError(
+        "kv-canary: expected input tensors must be None when "
+        "enable_write_input_assert=False");
   }
 }
 
@@ -79,12 +81,8 @@ WriteParams ParamsOf(const WriteArgs& args, const LaunchContext& context) {
 }  // namespace
 
 void Write(const WriteArgs& args, StreamHandle stream) {
-  ValidateWithPair(args, [](const auto& half) { Validate(half); });
-  RunPairedLaunch(
-      args, ParamsOf, "canary_write", [](const WriteParams& params) { cpu::Write(params); },
-      [&](const auto& params, const auto* paired, auto device) {
-        return cuda::Write(params, paired, device, stream);
-      });
+  RunPairedOp(args, Validate, ParamsOf, "canary_write", cpu::Write,
+              [&](const auto& halves, auto device) { return cuda::Write(halves, device, stream); });
 }
 
 }  // namespace kvcanary
