@@ -151,7 +151,7 @@ inline void FillGarbage(CanaryState& state) {
 // The slots of the rows recorded so far, in ring order.
 inline std::vector<int64_t> RowSlots(const CanaryState& state) {
   std::vector<int64_t> slots;
-  for (const ViolationRow& row : state.rows()) slots.push_back(row.slot);
+  for (const ViolationRow& row : state.rows()) slots.push_back(row.slot_idx);
   return slots;
 }
 

@@ -137,7 +137,7 @@ class EngineSim {
       RunVerify(plan.verify(), check_token);
       const std::vector<ViolationRow> rows = state_.rows();
       std::vector<RowKey> keys;
-      for (const ViolationRow& row : rows) keys.push_back(RowKey{row.slot, row.fail_reason_bits});
+      for (const ViolationRow& row : rows) keys.push_back(RowKey{row.slot_idx, row.fail_reason_bits});
       EXPECT_EQ(keys, expected);
       ExpectRowColumns(rows, check_token, slot);
       if (corruption == Corruption::kPosition) ExpectOverflowedPlanChecksNothing(in, total);
@@ -483,16 +483,16 @@ class EngineSim {
   void ExpectRowColumns(const std::vector<ViolationRow>& rows, bool check_token,
                         int64_t corrupted_slot) const {
     for (const ViolationRow& row : rows) {
-      const Record stored = state_.record(row.slot);
+      const Record stored = state_.record(row.slot_idx);
       EXPECT_EQ(row.kernel_kind, static_cast<int64_t>(CanaryLaunchTag::kTailKFull));
       EXPECT_EQ(row.position, stored.position);
       EXPECT_EQ(row.stored_token, stored.token);
-      EXPECT_EQ(row.expected_token, check_token ? model_[row.slot].token : -1);
+      EXPECT_EQ(row.expected_token, check_token ? model_[row.slot_idx].token : -1);
       EXPECT_EQ(row.stored_chain_hash, stored.prev_hash);
       int64_t expected_aux = stored.prev_hash;  // the chain holds or is unchecked
       if ((row.fail_reason_bits & FailReason::kVerifyChainHashMismatch) != 0) {
-        expected_aux = row.slot == corrupted_slot
-                           ? model_[row.slot].prev_hash
+        expected_aux = row.slot_idx == corrupted_slot
+                           ? model_[row.slot_idx].prev_hash
                            : ToSigned(OracleSlotHash(state_.record(corrupted_slot)));
       }
       EXPECT_EQ(row.expected_aux, expected_aux);

@@ -257,7 +257,7 @@ TEST_F(RealKvVectors, WriteStoresTheFingerprintAndVerifyRechecksIt) {
   kv.at(1, 15) ^= 0x01;  // KV changed after the record was written
   Verify(VerifyArgs{context, plan.verify(), false});
   ASSERT_EQ(state.rows().size(), 1u);
-  EXPECT_EQ(state.rows()[0].slot, 1);
+  EXPECT_EQ(state.rows()[0].slot_idx, 1);
   EXPECT_EQ(state.rows()[0].fail_reason_bits, FailReason::kVerifyRealKvHashMismatch);
 }
 

@@ -187,7 +187,7 @@ inline bool operator==(const ViolationRow& a, const ViolationRow& b) {
   return std::memcmp(&a, &b, sizeof(a)) == 0;
 }
 inline std::ostream& operator<<(std::ostream& out, const ViolationRow& r) {
-  return out << "[" << r.kernel_kind << ", " << r.slot << ", " << r.position << ", "
+  return out << "[" << r.kernel_kind << ", " << r.slot_idx << ", " << r.position << ", "
              << r.stored_token << ", " << r.expected_token << ", " << r.stored_chain_hash << ", "
              << r.expected_aux << ", " << r.fail_reason_bits << "]";
 }

@@ -39,6 +39,28 @@ inline constexpr int kViolationFieldExpectedAux = 6;
 inline constexpr int kViolationFieldFailReasonBits = 7;
 inline constexpr int kViolationRowBytes = kViolationFields * 8;
 
+// One row of the violation ring, columns in kViolationField* order. The kernels write rows as
+// eight int64 words; the runtime and the tools read them back as this struct.
+struct ViolationRow {
+  int64_t kernel_kind = 0;  // the CanaryLaunchTag of the launch that found it
+  int64_t slot_idx = 0;
+  int64_t position = 0;
+  int64_t stored_token = 0;
+  int64_t expected_token = 0;
+  int64_t stored_chain_hash = 0;
+  int64_t expected_aux = 0;  // expected prev hash (verify) or expected position (write)
+  int64_t fail_reason_bits = 0;
+
+  // REQUIRES: `eight` points at kViolationFields int64 values in column order (host only).
+  static ViolationRow FromArray(const int64_t* eight) {
+    return ViolationRow{eight[kViolationFieldKernelKind],     eight[kViolationFieldSlotIdx],
+                        eight[kViolationFieldPosition],       eight[kViolationFieldStoredToken],
+                        eight[kViolationFieldExpectedToken],  eight[kViolationFieldStoredChainHash],
+                        eight[kViolationFieldExpectedAux],    eight[kViolationFieldFailReasonBits]};
+  }
+};
+static_assert(sizeof(ViolationRow) == kViolationRowBytes, "a row is eight int64 columns");
+
 // Real-KV sources per launch, and the (page_size, num_bytes_per_token, read_bytes) triple.
 inline constexpr int kMaxRealKvSources = 4;
 inline constexpr int kRealKvSourceFieldsPerEntry = 3;

@@ -17,18 +17,6 @@ struct Record {
   int64_t real_kv_hash = 0;
 };
 
-// One violation row, in VIOLATION_FIELD_* order.
-struct ViolationRow {
-  int64_t kernel_kind = 0;
-  int64_t slot = 0;
-  int64_t position = 0;
-  int64_t stored_token = 0;
-  int64_t expected_token = 0;
-  int64_t stored_chain_hash = 0;
-  int64_t expected_aux = 0;
-  int64_t fail_reason_bits = 0;
-};
-static_assert(sizeof(ViolationRow) == kViolationRowBytes, "a row is eight int64 columns");
 
 // A little-endian word at any byte address (slot strides need not be multiples of 8).
 KVC_HOST_DEVICE uint64_t LoadLeU64(const uint8_t* bytes) {

@@ -9,7 +9,8 @@ namespace kvcanary::cpu {
 
 void Plan(const PlanParams& params);
 void PlanOffsets(const PlanOffsetsParams& params);
-// Throws kvcanary::Error when scratch[bs] exceeds the capacity with enable set (spec §7.4).
+// REQUIRES: scratch[bs] <= capacity when enable is set (ops/ checks it before calling: the CUDA
+// kernel traps instead). Nothing below ops/ throws.
 void PlanEntries(const PlanEntriesParams& params);
 void SwaTranslate(const SwaTranslateParams& params);
 void Verify(const VerifyParams& params);

@@ -63,7 +63,7 @@ __device__ inline void RecordViolation(const LaunchParams& launch, const Violati
   if (seq < 0 || seq >= launch.ring_capacity) return;
   int64_t* out = launch.ring + int64_t{seq} * kViolationFields;
   out[0] = row.kernel_kind;
-  out[1] = row.slot;
+  out[1] = row.slot_idx;
   out[2] = row.position;
   out[3] = row.stored_token;
   out[4] = row.expected_token;

@@ -25,18 +25,6 @@ std::string FormatHex64(int64_t value) {
   return buffer;
 }
 
-ViolationRow ViolationRow::FromArray(const int64_t* eight) {
-  ViolationRow row;
-  row.kernel_kind = eight[kViolationFieldKernelKind];
-  row.slot_idx = eight[kViolationFieldSlotIdx];
-  row.position = eight[kViolationFieldPosition];
-  row.stored_token = eight[kViolationFieldStoredToken];
-  row.expected_token = eight[kViolationFieldExpectedToken];
-  row.stored_chain_hash = eight[kViolationFieldStoredChainHash];
-  row.expected_aux = eight[kViolationFieldExpectedAux];
-  row.fail_reason_bits = eight[kViolationFieldFailReasonBits];
-  return row;
-}
 
 std::string LaunchTagLabel(int64_t tag) {
   const char* name = LaunchTagName(tag);

@@ -1,7 +1,6 @@
 // What a simulator run found (spec/sim.md §3): the injections with their detection, the
 // violations no injection explains, coverage and speed; the per-class summary; the verdict and
-// exit status; and the table printed at the end of a run. JSON lives in report_json.h so that
-// this library needs no JSON dependency.
+// exit status; and the table printed at the end of a run. The same content as JSON: report_json.h.
 #pragma once
 
 #include <cstdint>

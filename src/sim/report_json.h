@@ -1,6 +1,5 @@
 // The simulator report as JSON (`kvcanary sim --json PATH`): the same content as the printed
-// tables. Compiled into the kvcanary command, not the kvcanary_sim library, which so stays free of
-// the JSON dependency.
+// tables, through the header-only nlohmann-json.
 #pragma once
 
 #include <ostream>

@@ -290,7 +290,7 @@ TEST_F(CudaRealKvVectors, WriteStoresTheFingerprintAndVerifyRechecksIt) {
   Verify(VerifyArgs{context, plan_d.verify(), false, std::nullopt});
   const CanaryState host = state.ToHost();
   ASSERT_EQ(host.rows().size(), 1u);
-  EXPECT_EQ(host.rows()[0].slot, 1);
+  EXPECT_EQ(host.rows()[0].slot_idx, 1);
   EXPECT_EQ(host.rows()[0].fail_reason_bits, FailReason::kVerifyRealKvHashMismatch);
 }
 

@@ -5,22 +5,12 @@
 #include <cstdint>
 #include <string>
 
+#include "kvcanary/format.h"
+
 namespace kvcanary::runtime {
 
-// One row of the violation ring (kernels.md §2, eight int64 columns).
-struct ViolationRow {
-  int64_t kernel_kind = 0;  // the CanaryLaunchTag
-  int64_t slot_idx = 0;
-  int64_t position = 0;
-  int64_t stored_token = 0;
-  int64_t expected_token = 0;
-  int64_t stored_chain_hash = 0;
-  int64_t expected_aux = 0;  // expected prev hash (verify) or expected position (write)
-  int64_t fail_reason_bits = 0;
-
-  // REQUIRES: `eight` points at kViolationFields int64 values in column order.
-  static ViolationRow FromArray(const int64_t* eight);
-};
+// One row of the violation ring: the format's own type (kvcanary/format.h).
+using kvcanary::ViolationRow;
 
 // "0x" + 16 lower-case hex digits of the value as unsigned 64-bit.
 std::string FormatHex64(int64_t value);
