@@ -1,12 +1,14 @@
-// The state behind CanaryManager: canary buffers, device state, per-forward workspace and the
-// host-side bookkeeping of the step protocol. Split across files by phase:
+// The state behind CanaryManager, in named parts (install decisions, device state, the forwards,
+// the step, reporter, rank signal, health, stats, sweep), with the phases split across files:
 //   canary_install.cpp   allocation, endpoints, the install log line
 //   canary_step.cpp      phases 1-4 and the endpoint launches
 //   canary_split.cpp     verification in chunks when a step overflows the plan (§4.8)
 //   canary_report.cpp    violation pump and reporter, health, stats, overflow warner, metrics
 //   canary_sweep.cpp     periodic sweep of the radix cache (§9)
 //   canary_offload.cpp   host-offload sidecar, verify_backup and PD splice (§13, §14)
-//   perturbation.cpp     fault injection (§12): the Perturber, called from phases 1 and 4
+//   verify_path_*.cpp    how HEAD/TAIL verification runs (planned or fused)
+//   perturbation.cpp     fault injection (§12): the Perturber, which sees the runtime only
+//                        through PerturbationHost
 #pragma once
 
 #include <array>
@@ -22,74 +24,98 @@
 #include "kvcanary/runtime/stats.h"
 #include "runtime/delayed_read.h"
 #include "runtime/perturbation.h"
+#include "runtime/runtime_state.h"
 #include "runtime/verify_path.h"
 
 namespace kvcanary::runtime {
 
-enum class Stage { kHead = 0, kTail = 1, kSweep = 2 };
-enum class Half { kK = 0, kV = 1 };
+// The device state shared by every launch (§3.4): the violation ring and its write index, the
+// per-tag counters, the chain-assert flag and the expected-token pool.
+struct DeviceState {
+  DeviceBuffer ring;                 // [ring_capacity, 8] int64
+  DeviceBuffer write_index;          // [1] int32
+  DeviceBuffer kernel_counters;      // [12] int64
+  DeviceBuffer slot_counters;        // [12] int64
+  DeviceBuffer chain_assert_flag;    // [1] int32
+  DeviceBuffer expected_token_pool;  // [rows, width] int32 (verify token assert only)
 
-// The per-forward phase word of §4.9, kept on the host (checked when hooks run eagerly).
-enum class Phase { kIdle = 0, kAfterPreOut = 1, kAfterPreMaybeIn = 2, kAfterPostMaybeIn = 3 };
-const char* PhaseName(Phase phase);
-
-// CanaryLaunchTag of (stage, half, group): tag = 6 * group + 2 * stage + half.
-int LaunchTagOf(Stage stage, Half half, GroupKind kind);
-
-struct GroupState {
-  GroupSpec spec;
-  int64_t window = 0;  // W for SWA (verify the last W prefix positions), 0 for FULL
-  bool has_v = false;
-  // [num_slots, 32] uint8 records: index Stage (head/tail) * 2 + Half.
-  DeviceBuffer buffers[4];
-  std::vector<RealKvSource> sources[2];  // per Half; empty with real_data none
-  DeviceBuffer host_mirrors[4];          // host-offload sidecar (§13), pinned
-  int64_t host_slots = 0;
-
-  TensorView Buffer(Stage stage, Half half) const {
-    const int index = (stage == Stage::kHead ? 0 : 2) + static_cast<int>(half);
-    return buffers[index].View(DType::kUInt8, {spec.num_slots, kCanarySlotBytes});
+  // The ring, write index, counters and flag: state, not per-step workspace.
+  int64_t Bytes() const {
+    return ring.bytes() + write_index.bytes() + kernel_counters.bytes() + slot_counters.bytes() +
+           chain_assert_flag.bytes();
   }
 };
 
-// What one inner forward owns, allocated once (§3.4).
-struct ForwardState {
-  struct PerGroup {
-    DeviceBuffer verify_plan_memory;
-    DeviceBuffer write_plan_memory;
-    DeviceBuffer swa_slots;  // [entry capacity] int64 translated out_cache_loc (SWA only)
-    VerifyPlanView verify_plan;
-    WritePlanView write_plan;
-    // Split mode for this step: contiguous live-row ranges whose verify totals fit (§4.8).
-    bool split = false;
-    int64_t split_total = 0;
-    std::vector<std::pair<int64_t, int64_t>> split_ranges;
-  };
-  std::vector<PerGroup> groups;
-  DeviceBuffer expected_tokens;     // [entry capacity] int64
-  DeviceBuffer expected_positions;  // [entry capacity] int64
-  DeviceBuffer valid_lens;          // [req capacity] int64
-  DeviceBuffer plan_scratch;        // [req capacity + 1] int64, one per group with fused verify
-  // Snapshot after TAIL (§4.4): per group enable (int32), then write index, then counters.
-  DeviceBuffer snapshot_enable;     // [groups] int32
-  std::unique_ptr<DelayedRead> overflow_read;
-  int64_t skipped_steps = 0;
-  bool staged_step_split = false;  // whether the step whose enable flags are staged was split
-
-  Phase phase = Phase::kIdle;
-  ForwardBatch batch;
-  ForwardHostInput host;
-  bool has_batch = false;
-  bool write_assert = false;
-  bool has_valid_lens = false;
+// Where the step protocol stands.
+struct StepState {
+  bool init_finished = false;
+  int64_t outer = 0;  // steps ended so far
+  bool in_step = false;
+  int num_forwards = 0;  // inner forwards begun in this step
 };
 
-class CanaryManager::Impl {
+// The reporter (§6): what has been read back, logged and raised.
+struct ReporterState {
+  std::unique_ptr<DelayedRead> pump_read;  // the write index, one step late
+  int64_t last_logged = 0;
+  bool raised = false;
+  int64_t rows_reported = 0;
+  int64_t untouched_rows_dropped = 0;
+  int64_t last_violation_step = -1;
+  int64_t last_write_index = 0;
+  ViolationListener listener;
+  std::array<int64_t, kNumLaunchTags> violations_by_tag{};
+};
+
+// The all-reduced violation signal across ranks (§16).
+struct RankSignalState {
+  SingleRankReducer single_rank;
+  ViolationSignalReducer* reducer = nullptr;  // null: the signal is off
+  DeviceBuffer value;  // [1] int32: the write index, then its max over the ranks
+  std::unique_ptr<DelayedRead> read;
+  bool other_rank_reported = false;
+};
+
+// The health check (§7) and the stats line.
+struct HealthState {
+  std::unique_ptr<HealthChecker> checker;
+  std::unique_ptr<DelayedRead> read;  // kernel counters, one step late
+  int64_t checks = 0;
+  bool sweep_since_stage = false;
+  bool sweep_since_previous_check = false;
+  std::array<int64_t, kNumLaunchTags> last_kernel_counters{};
+  std::array<int64_t, kNumLaunchTags> last_slot_counters{};
+};
+struct StatsState {
+  std::unique_ptr<DelayedRead> read;
+  DeviceBuffer staging;  // [26] int64: step, slot counters[12], kernel counters[12], wi
+  int64_t staged_step = -1;
+  int64_t split_steps = 0;
+};
+
+// The periodic sweep (§9) of the engine's radix cache.
+struct SweepState {
+  const RadixView* radix = nullptr;
+  int64_t last_step = -1;
+  int64_t passes = 0;
+  DeviceBuffer walk;  // [verify capacity, 3] int64 staging of walk chunks
+  // The sweep's plan per group: its own when the forwards' plans cannot overflow (they hold no
+  // entry arrays then), else inner forward 0's, free by phase 4.
+  std::vector<DeviceBuffer> plan_memory;
+  std::vector<VerifyPlanView> plans;
+};
+
+// The state behind CanaryManager, in named parts; each phase file works on the parts it names.
+// The perturber sees it only through PerturbationHost.
+class CanaryManager::Impl final : public PerturbationHost {
  public:
   Impl(const Config& config, const InstallArgs& args);
 
   // canary_step.cpp
   void BeginStep(const StepInput& input);
+  // Every check BeginStep makes of one forward's input, before it changes anything.
+  void CheckForwardInput(const ForwardState& forward, const ForwardBatch& batch,
+                         const ForwardHostInput& host) const;
   void PreForward(int inner);
   void PostForward(int inner);
   void EndStep();
@@ -121,13 +147,9 @@ class CanaryManager::Impl {
   void TickOverflowWarner(ForwardState& forward);
   int64_t CountDeviceBytes() const;
   int64_t RecordBytes() const;
-  // The violation ring, write index, counters and flags: state, not per-step workspace.
-  int64_t StateBytes() const {
-    return ring_.bytes() + write_index_.bytes() + kernel_counters_.bytes() +
-           slot_counters_.bytes() + chain_assert_flag_.bytes();
-  }
   Capacities WithinWorkspaceBudget(Capacities capacities, int64_t max_seq_len) const;
   MetricsSnapshot Snapshot() const;
+  void PumpRankSignal();
 
   // canary_sweep.cpp
   void MaybeSweep();
@@ -144,83 +166,49 @@ class CanaryManager::Impl {
   GroupState& GroupOf(GroupKind kind, const char* what);
   const GroupState& GroupOf(GroupKind kind, const char* what) const;
 
-  void Log(LogLevel level, const std::string& message) const { log_->Log(level, message); }
   TensorView CounterView(const DeviceBuffer& counters, int tag) const;
 
+  // PerturbationHost.
+  const std::vector<GroupState>& Groups() const override { return groups_; }
+  const ForwardState& FirstForward() const override { return forwards_[0]; }
+  int64_t OuterStep() const override { return step_.outer; }
+  const RadixView* Radix() const override { return sweep_.radix; }
+  const TensorView& InstallReqToToken() const override { return args_.req_to_token; }
+  int64_t SweepInterval() const override { return config_.sweep_interval; }
+  StreamHandle Stream() const override { return stream_; }
+  void Log(LogLevel level, const std::string& message) const override {
+    log_->Log(level, message);
+  }
+  void Emit(const PerturbationEvent& event) const override {
+    if (perturbation_listener_) perturbation_listener_(event);
+  }
+
+  // What install decided.
   Config config_;
   InstallArgs args_;
   Capacities capacities_{};
   LogSink* log_ = nullptr;
   Device device_;
   StreamHandle stream_ = nullptr;
-
-  std::vector<GroupState> groups_;
-  std::vector<int> active_tags_;
-  std::vector<ForwardState> forwards_;
-
-  // Device state (§3.4).
-  DeviceBuffer ring_;                // [ring_capacity, 8] int64
-  DeviceBuffer write_index_;         // [1] int32
-  DeviceBuffer kernel_counters_;     // [12] int64
-  DeviceBuffer slot_counters_;       // [12] int64
-  DeviceBuffer chain_assert_flag_;   // [1] int32
-  DeviceBuffer expected_token_pool_; // [rows, width] int32 (verify token assert only)
-  DeviceBuffer sweep_walk_;          // [verify capacity, 3] int64 staging of walk chunks
   // HEAD/TAIL verification: plan arrays or fused (Config::fused_verify).
   std::unique_ptr<VerifyPath> verify_path_;
-  // The sweep's plan per group: its own when the forwards' plans cannot overflow (they hold no
-  // entry arrays then), else inner forward 0's, free by phase 4.
-  std::vector<DeviceBuffer> sweep_plan_memory_;
-  std::vector<VerifyPlanView> sweep_plans_;
+  std::vector<GroupState> groups_;
+  std::vector<int> active_tags_;
   // The bound of a path whose plan holds no entries: every prefix position of a full batch
   // (rows x table width).
   int64_t verify_entries_bound_ = 0;
   int64_t token_pool_width_ = 0;
   int64_t device_bytes_ = 0;
 
-  // Delayed reads (§5): the write index (pump), kernel counters (health), stats.
-  std::unique_ptr<DelayedRead> pump_read_;
-  std::unique_ptr<DelayedRead> health_read_;
-  std::unique_ptr<DelayedRead> stats_read_;
-  DeviceBuffer stats_staging_;  // [26] int64: step, slot counters[12], kernel counters[12], wi
-  int64_t stats_staged_step_ = -1;
-
-  bool init_finished_ = false;
-  int64_t outer_step_ = 0;
-  bool in_step_ = false;
-  int num_forwards_this_step_ = 0;
-
-  // Reporter (§6).
-  int64_t last_logged_ = 0;
-  bool raised_ = false;
-  int64_t rows_reported_ = 0;
-  int64_t untouched_rows_dropped_ = 0;
-  int64_t last_violation_step_ = -1;
-  int64_t last_write_index_ = 0;
-  ViolationListener listener_;
-  std::array<int64_t, kNumLaunchTags> violations_by_tag_{};
-
-  // The all-reduced violation signal (§16).
-  void PumpRankSignal();
-  SingleRankReducer single_rank_;
-  ViolationSignalReducer* signal_reducer_ = nullptr;
-  DeviceBuffer signal_value_;  // [1] int32: the write index, then its max over the ranks
-  std::unique_ptr<DelayedRead> signal_read_;
-  bool other_rank_reported_ = false;
-
-  // Health (§7) and metrics.
-  std::unique_ptr<HealthChecker> health_;
-  int64_t health_checks_ = 0;
-  bool sweep_since_health_stage_ = false;
-  bool sweep_since_previous_check_ = false;
-  std::array<int64_t, kNumLaunchTags> last_kernel_counters_{};
-  std::array<int64_t, kNumLaunchTags> last_slot_counters_{};
-
-  // Sweep (§9).
-  const RadixView* radix_ = nullptr;
-  int64_t last_sweep_step_ = -1;
-  int64_t sweep_passes_ = 0;
-  int64_t split_steps_ = 0;
+  // What changes as the engine runs.
+  DeviceState state_;
+  std::vector<ForwardState> forwards_;
+  StepState step_;
+  ReporterState reporter_;
+  RankSignalState signal_;
+  HealthState health_;
+  StatsState stats_;
+  SweepState sweep_;
 
   // Fault injection (§12): present when the install's PerturbConfig enables any kind.
   std::unique_ptr<Perturber> perturber_;

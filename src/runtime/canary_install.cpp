@@ -137,14 +137,14 @@ CanaryManager::Impl::Impl(const Config& config, const InstallArgs& args)
   std::sort(active_tags_.begin(), active_tags_.end());
 
   // Device state (§3.4).
-  ring_ = Int64Buffer(device_, config.ring_capacity * kViolationFields);
-  write_index_ = DeviceBuffer(device_, 4);
-  kernel_counters_ = Int64Buffer(device_, kNumLaunchTags);
-  slot_counters_ = Int64Buffer(device_, kNumLaunchTags);
-  chain_assert_flag_ = DeviceBuffer(device_, 4);
+  state_.ring = Int64Buffer(device_, config.ring_capacity * kViolationFields);
+  state_.write_index = DeviceBuffer(device_, 4);
+  state_.kernel_counters = Int64Buffer(device_, kNumLaunchTags);
+  state_.slot_counters = Int64Buffer(device_, kNumLaunchTags);
+  state_.chain_assert_flag = DeviceBuffer(device_, 4);
   if (config.enable_verify_token_assert) {
     token_pool_width_ = width;
-    expected_token_pool_ = DeviceBuffer(device_, rows * width * 4);
+    state_.expected_token_pool = DeviceBuffer(device_, rows * width * 4);
   }
 
   // Per inner forward workspace (§3.4), sized by the capacities.
@@ -177,27 +177,27 @@ CanaryManager::Impl::Impl(const Config& config, const InstallArgs& args)
         std::make_unique<DelayedRead>(device_, 4 * static_cast<int64_t>(groups_.size()));
   }
   // Sweeps stage their walk here, in chunks of the verify capacity.
-  sweep_walk_ = Int64Buffer(device_, 3 * verify_cap);
+  sweep_.walk = Int64Buffer(device_, 3 * verify_cap);
   for (size_t g = 0; g < groups_.size(); ++g) {
     if (verify_path_->CanOverflow()) {
-      sweep_plans_.push_back(forwards_[0].groups[g].verify_plan);
+      sweep_.plans.push_back(forwards_[0].groups[g].verify_plan);
     } else {
-      sweep_plan_memory_.emplace_back(device_, VerifyPlanAllocationBytes(verify_cap));
-      sweep_plans_.push_back(VerifyPlanViewOf(sweep_plan_memory_.back(), verify_cap));
+      sweep_.plan_memory.emplace_back(device_, VerifyPlanAllocationBytes(verify_cap));
+      sweep_.plans.push_back(VerifyPlanViewOf(sweep_.plan_memory.back(), verify_cap));
     }
   }
   verify_entries_bound_ = std::min<int64_t>(kMaxDeviceCount, CheckedProduct(req_cap, width));
 
-  pump_read_ = std::make_unique<DelayedRead>(device_, 4);
+  reporter_.pump_read = std::make_unique<DelayedRead>(device_, 4);
   if (config.allreduce_violation_signal) {
-    signal_reducer_ = args.signal_reducer != nullptr ? args.signal_reducer : &single_rank_;
-    signal_value_ = DeviceBuffer(device_, 4);
-    signal_read_ = std::make_unique<DelayedRead>(device_, 4);
+    signal_.reducer = args.signal_reducer != nullptr ? args.signal_reducer : &signal_.single_rank;
+    signal_.value = DeviceBuffer(device_, 4);
+    signal_.read = std::make_unique<DelayedRead>(device_, 4);
   }
-  health_read_ = std::make_unique<DelayedRead>(device_, 8 * kNumLaunchTags);
-  stats_staging_ = DeviceBuffer(device_, 8 * 2 * kNumLaunchTags + 8);
-  stats_read_ = std::make_unique<DelayedRead>(device_, 8 * 2 * kNumLaunchTags + 8);
-  health_ = std::make_unique<HealthChecker>(active_tags_, config.sweep_interval,
+  health_.read = std::make_unique<DelayedRead>(device_, 8 * kNumLaunchTags);
+  stats_.staging = DeviceBuffer(device_, 8 * 2 * kNumLaunchTags + 8);
+  stats_.read = std::make_unique<DelayedRead>(device_, 8 * 2 * kNumLaunchTags + 8);
+  health_.checker = std::make_unique<HealthChecker>(active_tags_, config.sweep_interval,
                                             config.enable_mha_v);
 
   if (args.perturb.AnyEnabled()) perturber_ = std::make_unique<Perturber>(*this, args.perturb);
@@ -216,8 +216,8 @@ CanaryManager::Impl::Impl(const Config& config, const InstallArgs& args)
        << ", write_entry=" << entry_cap << ") n_buffer_groups=" << groups_.size()
        << " buffer_group_kinds=" << kinds.str() << " swa_window_size=" << args.swa_window_size
        << " active_tags=" << TagList(active_tags_) << " device_bytes=" << device_bytes_
-       << " (records " << RecordBytes() << ", ring and counters " << StateBytes()
-       << ", workspace " << device_bytes_ - RecordBytes() - StateBytes() << ")";
+       << " (records " << RecordBytes() << ", ring and counters " << state_.Bytes()
+       << ", workspace " << device_bytes_ - RecordBytes() - state_.Bytes() << ")";
   std::string text = line.str();
   Log(LogLevel::kInfo, text);
 }
@@ -259,10 +259,10 @@ LaunchContext CanaryManager::Impl::ContextOf(size_t group_index, Stage stage, Ha
   // SWEEP verifies the TAIL buffer: the records of tokens whose KV has been written.
   context.canary_buf = group.Buffer(stage == Stage::kHead ? Stage::kHead : Stage::kTail, half);
   context.kernel_kind = tag;
-  context.violation_ring = ring_.View(DType::kInt64, {config_.ring_capacity, kViolationFields});
-  context.violation_write_index = write_index_.View(DType::kInt32, {1});
-  context.slot_run_counter = CounterView(slot_counters_, tag);
-  context.kernel_run_counter = CounterView(kernel_counters_, tag);
+  context.violation_ring = state_.ring.View(DType::kInt64, {config_.ring_capacity, kViolationFields});
+  context.violation_write_index = state_.write_index.View(DType::kInt32, {1});
+  context.slot_run_counter = CounterView(state_.slot_counters, tag);
+  context.kernel_run_counter = CounterView(state_.kernel_counters, tag);
   // HEAD runs before the forward wrote the KV: its records carry no fingerprint (§3.3).
   if (stage != Stage::kHead) {
     const auto& sources = group.sources[static_cast<int>(half)];
@@ -271,7 +271,7 @@ LaunchContext CanaryManager::Impl::ContextOf(size_t group_index, Stage stage, Ha
     context.real_kv_hash_mode =
         sources.empty() ? 0 : static_cast<int32_t>(config_.real_data);
   }
-  context.enable_chain_position_assert = chain_assert_flag_.View(DType::kInt32, {1});
+  context.enable_chain_position_assert = state_.chain_assert_flag.View(DType::kInt32, {1});
   return context;
 }
 

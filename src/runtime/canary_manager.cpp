@@ -17,16 +17,16 @@ CanaryManager::CanaryManager(std::unique_ptr<Impl> impl) : impl_(std::move(impl)
 CanaryManager::~CanaryManager() = default;
 
 void CanaryManager::MarkInitFinished() {
-  impl_->init_finished_ = true;
+  impl_->step_.init_finished = true;
   const int32_t on = 1;
-  CopyBytesAsync(impl_->chain_assert_flag_.data(), &on, 4, impl_->device_, impl_->stream_);
+  CopyBytesAsync(impl_->state_.chain_assert_flag.data(), &on, 4, impl_->device_, impl_->stream_);
   SynchronizeStream(impl_->device_, impl_->stream_);
 }
 
-void CanaryManager::AttachRadixCache(const RadixView* view) { impl_->radix_ = view; }
+void CanaryManager::AttachRadixCache(const RadixView* view) { impl_->sweep_.radix = view; }
 
 void CanaryManager::SetViolationListener(ViolationListener listener) {
-  impl_->listener_ = std::move(listener);
+  impl_->reporter_.listener = std::move(listener);
 }
 
 void CanaryManager::SetPerturbationListener(PerturbationListener listener) {
@@ -50,7 +50,7 @@ void CanaryManager::ReplayedForward(int inner) {
 
 void CanaryManager::AbandonStep() {
   for (ForwardState& forward : impl_->forwards_) forward.phase = Phase::kIdle;
-  impl_->in_step_ = false;
+  impl_->step_.in_step = false;
 }
 
 TensorView CanaryManager::CanaryBuffer(GroupKind kind, bool tail, bool v_half) const {
@@ -63,9 +63,9 @@ TensorView CanaryManager::CanaryBuffer(GroupKind kind, bool tail, bool v_half) c
 
 int64_t CanaryManager::device_bytes() const { return impl_->device_bytes_; }
 const Capacities& CanaryManager::capacities() const { return impl_->capacities_; }
-int64_t CanaryManager::outer_step() const { return impl_->outer_step_; }
-int64_t CanaryManager::sweep_passes() const { return impl_->sweep_passes_; }
-int64_t CanaryManager::split_steps() const { return impl_->split_steps_; }
+int64_t CanaryManager::outer_step() const { return impl_->step_.outer; }
+int64_t CanaryManager::sweep_passes() const { return impl_->sweep_.passes; }
+int64_t CanaryManager::split_steps() const { return impl_->stats_.split_steps; }
 std::vector<int> CanaryManager::active_tags() const { return impl_->active_tags_; }
 MetricsSnapshot CanaryManager::Metrics() const { return impl_->Snapshot(); }
 std::string CanaryManager::PrometheusText() const { return FormatPrometheus(impl_->Snapshot()); }
@@ -81,13 +81,13 @@ int64_t CanaryManager::Impl::RecordBytes() const {
 int64_t CanaryManager::record_bytes() const { return impl_->RecordBytes(); }
 
 int64_t CanaryManager::Impl::CountDeviceBytes() const {
-  int64_t total = ring_.bytes() + write_index_.bytes() + kernel_counters_.bytes() +
-                  slot_counters_.bytes() + chain_assert_flag_.bytes() +
-                  expected_token_pool_.bytes() + sweep_walk_.bytes() + stats_staging_.bytes();
+  int64_t total = state_.ring.bytes() + state_.write_index.bytes() + state_.kernel_counters.bytes() +
+                  state_.slot_counters.bytes() + state_.chain_assert_flag.bytes() +
+                  state_.expected_token_pool.bytes() + sweep_.walk.bytes() + stats_.staging.bytes();
   for (const GroupState& group : groups_) {
     for (const DeviceBuffer& buffer : group.buffers) total += buffer.bytes();
   }
-  for (const DeviceBuffer& plan : sweep_plan_memory_) total += plan.bytes();
+  for (const DeviceBuffer& plan : sweep_.plan_memory) total += plan.bytes();
   for (const ForwardState& forward : forwards_) {
     for (const ForwardState::PerGroup& per_group : forward.groups) {
       total += per_group.verify_plan_memory.bytes() + per_group.write_plan_memory.bytes() +

@@ -21,56 +21,56 @@ constexpr int64_t kStatsWriteIndexOffset = 16 * kNumLaunchTags;
 }  // namespace
 
 void CanaryManager::Impl::PumpRankSignal() {
-  if (signal_read_ == nullptr) return;
-  if (const void* staged = signal_read_->Take()) {
+  if (signal_.read == nullptr) return;
+  if (const void* staged = signal_.read->Take()) {
     int32_t global = 0;
     std::memcpy(&global, staged, 4);
     // This rank's own rows are the pump's business; here only "someone else saw one" matters.
-    if (global > 0 && last_write_index_ == 0 && last_logged_ == 0 && !other_rank_reported_) {
-      other_rank_reported_ = true;
+    if (global > 0 && reporter_.last_write_index == 0 && reporter_.last_logged == 0 && !signal_.other_rank_reported) {
+      signal_.other_rank_reported = true;
       const std::string message =
           "kv-canary: violation reported by another rank (all-reduced violation signal) at step=" +
-          std::to_string(outer_step_);
-      if (config_.mode == Mode::kRaise && !raised_) {
-        raised_ = true;
+          std::to_string(step_.outer);
+      if (config_.mode == Mode::kRaise && !reporter_.raised) {
+        reporter_.raised = true;
         throw ViolationError(message);
       }
       Log(LogLevel::kWarning, message);
     }
   }
-  CopyBytesAsync(signal_value_.data(), write_index_.data(), 4, device_, stream_);
-  signal_reducer_->AllReduceMax(signal_value_.View(DType::kInt32, {1}), stream_);
-  signal_read_->Stage(signal_value_.data(), stream_);
+  CopyBytesAsync(signal_.value.data(), state_.write_index.data(), 4, device_, stream_);
+  signal_.reducer->AllReduceMax(signal_.value.View(DType::kInt32, {1}), stream_);
+  signal_.read->Stage(signal_.value.data(), stream_);
 }
 
 void CanaryManager::Impl::PumpViolations() {
-  if (const void* staged = pump_read_->Take()) {
+  if (const void* staged = reporter_.pump_read->Take()) {
     int32_t write_index = 0;
     std::memcpy(&write_index, staged, 4);
     const int64_t valid = std::min<int64_t>(write_index, config_.ring_capacity);
-    if (valid > last_logged_ && !raised_) ReportNewRows(write_index);
+    if (valid > reporter_.last_logged && !reporter_.raised) ReportNewRows(write_index);
   }
-  pump_read_->Stage(write_index_.data(), stream_);
+  reporter_.pump_read->Stage(state_.write_index.data(), stream_);
 }
 
 void CanaryManager::Impl::ReportNewRows(int64_t /*staged_write_index*/) {
   // §6.2: the ring is read synchronously, after everything enqueued so far.
   SynchronizeStream(device_, stream_);
   int32_t write_index = 0;
-  CopyBytesAsync(&write_index, write_index_.data(), 4, device_, stream_);
+  CopyBytesAsync(&write_index, state_.write_index.data(), 4, device_, stream_);
   SynchronizeStream(device_, stream_);
-  last_write_index_ = write_index;
+  reporter_.last_write_index = write_index;
   if (write_index == 0) return;
   const int64_t capacity = config_.ring_capacity;
   const int64_t valid = std::min<int64_t>(write_index, capacity);
   const bool overflow = write_index > capacity;
-  const int64_t start = std::min(last_logged_, valid);
+  const int64_t start = std::min(reporter_.last_logged, valid);
   if (start >= valid) return;
   std::vector<int64_t> rows((valid - start) * kViolationFields);
-  CopyBytesAsync(rows.data(), ring_.data_as<int64_t>() + start * kViolationFields,
+  CopyBytesAsync(rows.data(), state_.ring.data_as<int64_t>() + start * kViolationFields,
                  8 * static_cast<int64_t>(rows.size()), device_, stream_);
   SynchronizeStream(device_, stream_);
-  last_logged_ = valid;
+  reporter_.last_logged = valid;
 
   std::vector<ViolationRow> shown;
   int64_t dropped = 0;
@@ -83,23 +83,23 @@ void CanaryManager::Impl::ReportNewRows(int64_t /*staged_write_index*/) {
     shown.push_back(row);
   }
   if (dropped > 0) {
-    untouched_rows_dropped_ += dropped;
+    reporter_.untouched_rows_dropped += dropped;
     Log(LogLevel::kWarning, FormatDroppedRowsWarning(dropped));
   }
   if (shown.empty()) return;
   AppendIncidents(shown);
   std::vector<std::string> messages;
   for (const ViolationRow& row : shown) {
-    messages.push_back(FormatViolation(row, write_index, overflow, outer_step_));
-    rows_reported_ += 1;
-    last_violation_step_ = outer_step_;
+    messages.push_back(FormatViolation(row, write_index, overflow, step_.outer));
+    reporter_.rows_reported += 1;
+    reporter_.last_violation_step = step_.outer;
     if (row.kernel_kind >= 0 && row.kernel_kind < kNumLaunchTags) {
-      violations_by_tag_[row.kernel_kind] += 1;
+      reporter_.violations_by_tag[row.kernel_kind] += 1;
     }
-    if (listener_) listener_(row, outer_step_);
+    if (reporter_.listener) reporter_.listener(row, step_.outer);
   }
   if (config_.mode == Mode::kRaise) {
-    raised_ = true;
+    reporter_.raised = true;
     std::string text;
     for (size_t i = 0; i < messages.size(); ++i) text += (i ? "\n" : "") + messages[i];
     throw ViolationError(text);
@@ -112,7 +112,7 @@ void CanaryManager::Impl::AppendIncidents(const std::vector<ViolationRow>& rows)
   // Opened per report (rare) in append mode, so an external rotation or truncation is honoured
   // and several ranks may share one file line by line.
   std::ofstream out(config_.incident_file, std::ios::app);
-  for (const ViolationRow& row : rows) out << FormatIncidentJson(row, outer_step_) << '\n';
+  for (const ViolationRow& row : rows) out << FormatIncidentJson(row, step_.outer) << '\n';
   out.flush();
   if (!out) {
     Log(LogLevel::kWarning, "kv-canary: could not append " + std::to_string(rows.size()) +
@@ -121,45 +121,45 @@ void CanaryManager::Impl::AppendIncidents(const std::vector<ViolationRow>& rows)
 }
 
 void CanaryManager::Impl::CheckHealth() {
-  if (const void* staged = health_read_->Take()) {
+  if (const void* staged = health_.read->Take()) {
     std::array<int64_t, kNumLaunchTags> counters{};
     std::memcpy(counters.data(), staged, sizeof(counters));
-    health_checks_ += 1;
-    health_->Drain(counters, outer_step_, sweep_since_previous_check_);
+    health_.checks += 1;
+    health_.checker->Drain(counters, step_.outer, health_.sweep_since_previous_check);
   }
-  if (health_->ShouldStage(outer_step_)) {
-    health_read_->Stage(kernel_counters_.data(), stream_);
-    sweep_since_previous_check_ = sweep_since_health_stage_;
-    sweep_since_health_stage_ = false;
+  if (health_.checker->ShouldStage(step_.outer)) {
+    health_.read->Stage(state_.kernel_counters.data(), stream_);
+    health_.sweep_since_previous_check = health_.sweep_since_stage;
+    health_.sweep_since_stage = false;
   }
 }
 
 void CanaryManager::Impl::LogStats() {
-  if (const void* staged = stats_read_->Take()) {
+  if (const void* staged = stats_.read->Take()) {
     const char* bytes = static_cast<const char*>(staged);
-    std::memcpy(last_slot_counters_.data(), bytes + kStatsSlotOffset, 8 * kNumLaunchTags);
-    std::memcpy(last_kernel_counters_.data(), bytes + kStatsKernelOffset, 8 * kNumLaunchTags);
+    std::memcpy(health_.last_slot_counters.data(), bytes + kStatsSlotOffset, 8 * kNumLaunchTags);
+    std::memcpy(health_.last_kernel_counters.data(), bytes + kStatsKernelOffset, 8 * kNumLaunchTags);
     int32_t write_index = 0;
     std::memcpy(&write_index, bytes + kStatsWriteIndexOffset, 4);
-    last_write_index_ = std::max<int64_t>(last_write_index_, write_index);
+    reporter_.last_write_index = std::max<int64_t>(reporter_.last_write_index, write_index);
     const int64_t period = config_.stats_print_every_n_steps;
-    if (StatsDue(stats_staged_step_, period)) {
+    if (StatsDue(stats_.staged_step, period)) {
       const int64_t protected_tokens =
-          std::accumulate(last_slot_counters_.begin(), last_slot_counters_.end(), int64_t{0});
+          std::accumulate(health_.last_slot_counters.begin(), health_.last_slot_counters.end(), int64_t{0});
       Log(LogLevel::kInfo,
-          FormatStatsLine(stats_staged_step_, protected_tokens, sweep_passes_, write_index,
+          FormatStatsLine(stats_.staged_step, protected_tokens, sweep_.passes, write_index,
                           static_cast<int>(active_tags_.size())));
     }
   }
   // Staged every step (a few hundred bytes) so metrics trail the device by one step only.
-  char* staging = stats_staging_.data_as<char>();
-  CopyBytesAsync(staging + kStatsSlotOffset, slot_counters_.data(), 8 * kNumLaunchTags, device_,
+  char* staging = stats_.staging.data_as<char>();
+  CopyBytesAsync(staging + kStatsSlotOffset, state_.slot_counters.data(), 8 * kNumLaunchTags, device_,
                  stream_);
-  CopyBytesAsync(staging + kStatsKernelOffset, kernel_counters_.data(), 8 * kNumLaunchTags,
+  CopyBytesAsync(staging + kStatsKernelOffset, state_.kernel_counters.data(), 8 * kNumLaunchTags,
                  device_, stream_);
-  CopyBytesAsync(staging + kStatsWriteIndexOffset, write_index_.data(), 4, device_, stream_);
-  stats_read_->Stage(staging, stream_);
-  stats_staged_step_ = outer_step_;
+  CopyBytesAsync(staging + kStatsWriteIndexOffset, state_.write_index.data(), 4, device_, stream_);
+  stats_.read->Stage(staging, stream_);
+  stats_.staged_step = step_.outer;
 }
 
 void CanaryManager::Impl::TickOverflowWarner(ForwardState& forward) {
@@ -182,20 +182,20 @@ void CanaryManager::Impl::TickOverflowWarner(ForwardState& forward) {
 
 MetricsSnapshot CanaryManager::Impl::Snapshot() const {
   MetricsSnapshot metrics;
-  metrics.kernel_runs = last_kernel_counters_;
-  metrics.protected_tokens = last_slot_counters_;
-  metrics.violations_by_tag = violations_by_tag_;
-  metrics.violations_total = last_write_index_;
-  metrics.rows_reported = rows_reported_;
-  metrics.untouched_rows_dropped = untouched_rows_dropped_;
-  metrics.split_steps = split_steps_;
+  metrics.kernel_runs = health_.last_kernel_counters;
+  metrics.protected_tokens = health_.last_slot_counters;
+  metrics.violations_by_tag = reporter_.violations_by_tag;
+  metrics.violations_total = reporter_.last_write_index;
+  metrics.rows_reported = reporter_.rows_reported;
+  metrics.untouched_rows_dropped = reporter_.untouched_rows_dropped;
+  metrics.split_steps = stats_.split_steps;
   int64_t skipped = 0;
   for (const ForwardState& forward : forwards_) skipped += forward.skipped_steps;
   metrics.skipped_steps = skipped;
-  metrics.sweep_passes = sweep_passes_;
-  metrics.health_checks = health_checks_;
-  metrics.last_violation_step = last_violation_step_;
-  metrics.ring_overflow = last_write_index_ > config_.ring_capacity;
+  metrics.sweep_passes = sweep_.passes;
+  metrics.health_checks = health_.checks;
+  metrics.last_violation_step = reporter_.last_violation_step;
+  metrics.ring_overflow = reporter_.last_write_index > config_.ring_capacity;
   return metrics;
 }
 

@@ -46,7 +46,7 @@ void CanaryManager::Impl::DecideSplit(ForwardState& forward) {
     Log(LogLevel::kWarning,
         FormatSplitWarning(total, capacity, GroupKindName(groups_[g].spec.kind),
                            static_cast<int64_t>(per_group.split_ranges.size())));
-    split_steps_ += 1;
+    stats_.split_steps += 1;
   }
 }
 

@@ -9,11 +9,62 @@
 namespace kvcanary::runtime {
 
 void CanaryManager::Impl::Transition(ForwardState& forward, Phase expected, Phase next) {
-  if (init_finished_ && forward.phase != expected) {
+  if (step_.init_finished && forward.phase != expected) {
     ThrowError("kv-canary: per-forward phase mismatch \xE2\x80\x94 expected ", PhaseName(expected),
                " before transitioning to ", PhaseName(next));
   }
   forward.phase = next;
+}
+
+void CanaryManager::Impl::CheckForwardInput(const ForwardState& forward, const ForwardBatch& batch,
+                                            const ForwardHostInput& host) const {
+  if (step_.init_finished && forward.phase != Phase::kIdle) {
+    ThrowError("kv-canary: per-forward phase mismatch \xE2\x80\x94 expected ",
+               PhaseName(Phase::kIdle), " before transitioning to ", PhaseName(Phase::kAfterPreOut));
+  }
+  // Capacity checks (§4.2): the text up to ';' is SGLang's.
+  if (batch.batch_size > capacities_.write_req_capacity) {
+    ThrowError("kv-canary: forward_batch.batch_size=", batch.batch_size,
+               " exceeds pre-allocated write_req_capacity=", capacities_.write_req_capacity,
+               "; raise cuda_graph_max_bs or the request pool size at install");
+  }
+  if (batch.num_tokens > capacities_.write_entry_capacity) {
+    ThrowError("kv-canary: forward_batch token count=", batch.num_tokens,
+               " exceeds pre-allocated write_entry_capacity=", capacities_.write_entry_capacity,
+               "; raise max_prefill_tokens or chunked_prefill_size at install");
+  }
+  const int64_t width = args_.req_to_token.size(1);
+  for (size_t r = 0; r < host.prefix_lens.size(); ++r) {
+    if (host.prefix_lens[r] > width) {
+      ThrowError("kv-canary: prefix_len=", host.prefix_lens[r], " of batch row ", r,
+                 " exceeds max_seq_len_per_req=", width);
+    }
+  }
+  if (host.req_pool_indices.size() != host.prefix_lens.size()) {
+    ThrowError("kv-canary: host req_pool_indices has ", host.req_pool_indices.size(),
+               " rows but prefix_lens has ", host.prefix_lens.size());
+  }
+  if (config_.enable_verify_token_assert && !host.req_all_ids_lens.empty()) {
+    const size_t bs = host.req_pool_indices.size();
+    if (host.req_all_ids_lens.size() != bs) {
+      ThrowError("kv-canary: req_all_ids_lens length ", host.req_all_ids_lens.size(),
+                 " != batch_size ", bs, "; ForwardBatch snapshot diverged");
+    }
+    int64_t total = 0;
+    for (int64_t len : host.req_all_ids_lens) total += len;
+    if (total != static_cast<int64_t>(host.req_all_ids_flat.size())) {
+      ThrowError("kv-canary: cumsum(req_all_ids_lens)=", total,
+                 " != req_all_ids_flat.numel()=", host.req_all_ids_flat.size(),
+                 "; snapshot inconsistent");
+    }
+  }
+  if (config_.enable_write_input_assert &&
+      (static_cast<int64_t>(host.expected_input_tokens.size()) != batch.num_tokens ||
+       host.expected_input_positions.size() != host.expected_input_tokens.size())) {
+    ThrowError("kv-canary: fill_expected_inputs: sum(lens)=", host.expected_input_tokens.size(),
+               " != num_tokens=", batch.num_tokens,
+               " (enable_write_input_assert needs the token oracle's expected inputs)");
+  }
 }
 
 void CanaryManager::Impl::BeginStep(const StepInput& input) {
@@ -23,35 +74,16 @@ void CanaryManager::Impl::BeginStep(const StepInput& input) {
                " forwards with one host input each, got ", count, " forwards and ",
                input.host.size(), " host inputs");
   }
-  num_forwards_this_step_ = static_cast<int>(count);
-  const int64_t width = args_.req_to_token.size(1);
+  // Every check first: a rejected step changes no phase, buffer or counter.
+  for (size_t i = 0; i < count; ++i) {
+    CheckForwardInput(forwards_[i], input.forwards[i], input.host[i]);
+  }
+  step_.num_forwards = static_cast<int>(count);
   for (size_t i = 0; i < count; ++i) {
     ForwardState& forward = forwards_[i];
     Transition(forward, Phase::kIdle, Phase::kAfterPreOut);
     const ForwardBatch& batch = input.forwards[i];
     const ForwardHostInput& host = input.host[i];
-    // Capacity checks (§4.2): the text up to ';' is SGLang's.
-    if (batch.batch_size > capacities_.write_req_capacity) {
-      ThrowError("kv-canary: forward_batch.batch_size=", batch.batch_size,
-                 " exceeds pre-allocated write_req_capacity=", capacities_.write_req_capacity,
-                 "; raise cuda_graph_max_bs or the request pool size at install");
-    }
-    if (batch.num_tokens > capacities_.write_entry_capacity) {
-      ThrowError("kv-canary: forward_batch token count=", batch.num_tokens,
-                 " exceeds pre-allocated write_entry_capacity=",
-                 capacities_.write_entry_capacity,
-                 "; raise max_prefill_tokens or chunked_prefill_size at install");
-    }
-    for (size_t r = 0; r < host.prefix_lens.size(); ++r) {
-      if (host.prefix_lens[r] > width) {
-        ThrowError("kv-canary: prefix_len=", host.prefix_lens[r], " of batch row ", r,
-                   " exceeds max_seq_len_per_req=", width);
-      }
-    }
-    if (host.req_pool_indices.size() != host.prefix_lens.size()) {
-      ThrowError("kv-canary: host req_pool_indices has ", host.req_pool_indices.size(),
-                 " rows but prefix_lens has ", host.prefix_lens.size());
-    }
     forward.batch = batch;
     forward.host = host;
     forward.has_batch = true;
@@ -60,28 +92,13 @@ void CanaryManager::Impl::BeginStep(const StepInput& input) {
     forward.has_valid_lens = false;
     if (config_.enable_verify_token_assert && !host.req_all_ids_lens.empty()) {
       const int64_t bs = static_cast<int64_t>(host.req_pool_indices.size());
-      if (static_cast<int64_t>(host.req_all_ids_lens.size()) != bs) {
-        ThrowError("kv-canary: req_all_ids_lens length ", host.req_all_ids_lens.size(),
-                   " != batch_size ", bs, "; ForwardBatch snapshot diverged");
-      }
       std::vector<int64_t> offsets(bs + 1, 0);
       for (int64_t r = 0; r < bs; ++r) offsets[r + 1] = offsets[r] + host.req_all_ids_lens[r];
-      if (offsets[bs] != static_cast<int64_t>(host.req_all_ids_flat.size())) {
-        ThrowError("kv-canary: cumsum(req_all_ids_lens)=", offsets[bs],
-                   " != req_all_ids_flat.numel()=", host.req_all_ids_flat.size(),
-                   "; snapshot inconsistent");
-      }
       UploadTokenPool(forward, offsets);
     }
     // Expected inputs of the write-input assert (§4.3, §11).
     forward.write_assert = config_.enable_write_input_assert;
     if (forward.write_assert) {
-      if (static_cast<int64_t>(host.expected_input_tokens.size()) != batch.num_tokens ||
-          host.expected_input_positions.size() != host.expected_input_tokens.size()) {
-        ThrowError("kv-canary: fill_expected_inputs: sum(lens)=", host.expected_input_tokens.size(),
-                   " != num_tokens=", batch.num_tokens,
-                   " (enable_write_input_assert needs the token oracle's expected inputs)");
-      }
       CopyBytesAsync(forward.expected_tokens.data(), host.expected_input_tokens.data(),
                      8 * batch.num_tokens, device_, stream_);
       CopyBytesAsync(forward.expected_positions.data(), host.expected_input_positions.data(),
@@ -92,7 +109,7 @@ void CanaryManager::Impl::BeginStep(const StepInput& input) {
   // Perturbations (§12) land before the HEAD split verification reads the prefix.
   if (perturber_) perturber_->BeforeForward();
   for (size_t i = 0; i < count; ++i) RunSplitVerify(forwards_[i], Stage::kHead);
-  in_step_ = true;
+  step_.in_step = true;
 }
 
 void CanaryManager::Impl::UploadTokenPool(ForwardState& forward,
@@ -107,16 +124,16 @@ void CanaryManager::Impl::UploadTokenPool(ForwardState& forward,
     ThrowError("kv-canary: the step's request token lists (", total,
                " ids) exceed the staging capacity ", 3 * capacities_.verify_capacity);
   }
-  char* base = static_cast<char*>(sweep_walk_.data());
+  char* base = static_cast<char*>(sweep_.walk.data());
   CopyBytesAsync(base, host.req_all_ids_flat.data(), 8 * total, device_, stream_);
   CopyBytesAsync(base + 8 * total, offsets.data(), 8 * (bs + 1), device_, stream_);
   CopyBytesAsync(base + 8 * (total + bs + 1), host.req_pool_indices.data(), 8 * bs, device_,
                  stream_);
   ScatterArgs scatter;
-  scatter.flat_in = sweep_walk_.View(DType::kInt64, {total}, 0);
-  scatter.offsets = sweep_walk_.View(DType::kInt64, {bs + 1}, 8 * total);
-  scatter.req_pool_indices = sweep_walk_.View(DType::kInt64, {bs}, 8 * (total + bs + 1));
-  scatter.pool_out = expected_token_pool_.View(
+  scatter.flat_in = sweep_.walk.View(DType::kInt64, {total}, 0);
+  scatter.offsets = sweep_.walk.View(DType::kInt64, {bs + 1}, 8 * total);
+  scatter.req_pool_indices = sweep_.walk.View(DType::kInt64, {bs}, 8 * (total + bs + 1));
+  scatter.pool_out = state_.expected_token_pool.View(
       DType::kInt32, {args_.req_to_token.size(0), token_pool_width_});
   Scatter(scatter, stream_);
   CopyBytesAsync(forward.valid_lens.data(), host.req_all_ids_lens.data(), 8 * bs, device_,
@@ -143,7 +160,7 @@ PlanArgs CanaryManager::Impl::PlanArgsOf(const ForwardState& forward, size_t gro
   plan.verify_capacity =
       verify_path_->PlanCapacity(capacities_.verify_capacity, verify_entries_bound_);
   if (forward.has_valid_lens) {
-    plan.inputs.req_to_verify_expected_tokens = expected_token_pool_.View(
+    plan.inputs.req_to_verify_expected_tokens = state_.expected_token_pool.View(
         DType::kInt32, {args_.req_to_token.size(0), token_pool_width_});
     plan.inputs.req_to_verify_expected_tokens_valid_lens =
         Slice1D(forward.valid_lens.View(DType::kInt64, {capacities_.write_req_capacity}),
@@ -233,9 +250,9 @@ void CanaryManager::Impl::LaunchEndpoints(int inner, Stage stage) {
 }
 
 void CanaryManager::Impl::EndStep() {
-  if (!in_step_) ThrowError("kv-canary: end_step called without begin_step");
-  in_step_ = false;
-  for (int i = 0; i < num_forwards_this_step_; ++i) {
+  if (!step_.in_step) ThrowError("kv-canary: end_step called without begin_step");
+  step_.in_step = false;
+  for (int i = 0; i < step_.num_forwards; ++i) {
     ForwardState& forward = forwards_[i];
     Transition(forward, Phase::kAfterPostMaybeIn, Phase::kIdle);
     TickOverflowWarner(forward);
@@ -244,7 +261,7 @@ void CanaryManager::Impl::EndStep() {
   // After TAIL stored the fingerprints: the next step's TAIL must catch this flip (§12).
   if (perturber_) perturber_->AfterForward();
   MaybeSweep();
-  outer_step_ += 1;
+  step_.outer += 1;
   PumpViolations();
   PumpRankSignal();
   CheckHealth();
@@ -252,9 +269,9 @@ void CanaryManager::Impl::EndStep() {
 }
 
 ForwardState& CanaryManager::Impl::ForwardAt(int inner) {
-  if (inner < 0 || inner >= num_forwards_this_step_) {
+  if (inner < 0 || inner >= step_.num_forwards) {
     ThrowError("kv-canary: inner forward ", inner, " is not active in this step (", 
-               num_forwards_this_step_, " forwards began)");
+               step_.num_forwards, " forwards began)");
   }
   return forwards_[inner];
 }

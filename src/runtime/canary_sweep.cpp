@@ -11,15 +11,15 @@ namespace kvcanary::runtime {
 void CanaryManager::Impl::MaybeSweep() {
   const int64_t interval = config_.sweep_interval;
   if (interval <= 0) return;
-  const int64_t step = outer_step_;
-  if (last_sweep_step_ >= 0 && step - last_sweep_step_ < interval) return;
-  last_sweep_step_ = step;
-  if (radix_ == nullptr) return;
+  const int64_t step = step_.outer;
+  if (sweep_.last_step >= 0 && step - sweep_.last_step < interval) return;
+  sweep_.last_step = step;
+  if (sweep_.radix == nullptr) return;
 
-  const RadixWalk walk = WalkRadix(*radix_);
+  const RadixWalk walk = WalkRadix(*sweep_.radix);
   const int64_t capacity = capacities_.verify_capacity;
   for (size_t g = 0; g < groups_.size(); ++g) {
-    const VerifyPlanView& plan = sweep_plans_[g];
+    const VerifyPlanView& plan = sweep_.plans[g];
     // At least one launch, even for an empty cache: the health checker expects SWEEP counters
     // to move after every pass.
     for (int64_t begin = 0; begin == 0 || begin < walk.size(); begin += capacity) {
@@ -50,9 +50,9 @@ void CanaryManager::Impl::MaybeSweep() {
       SynchronizeStream(device_, stream_);
     }
   }
-  sweep_passes_ += 1;
-  sweep_since_health_stage_ = true;
-  Log(LogLevel::kInfo, FormatSweepLine(sweep_passes_, step));
+  sweep_.passes += 1;
+  health_.sweep_since_stage = true;
+  Log(LogLevel::kInfo, FormatSweepLine(sweep_.passes, step));
 }
 
 }  // namespace kvcanary::runtime

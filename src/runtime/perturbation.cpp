@@ -12,7 +12,7 @@
 
 #include "kvcanary/hash.h"
 #include "kvcanary/runtime/radix_view.h"
-#include "runtime/canary_impl.h"
+#include "runtime/runtime_state.h"
 
 namespace kvcanary::runtime {
 namespace {
@@ -107,14 +107,14 @@ double PerturbRng::Uniform() { return static_cast<double>(Next() >> 11) * 0x1.0p
 
 int64_t PerturbRng::Below(int64_t n) { return static_cast<int64_t>(Next() % uint64_t(n)); }
 
-Perturber::Perturber(CanaryManager::Impl& impl, const PerturbConfig& config)
-    : impl_(impl), config_(config), rng_(config.seed) {}
+Perturber::Perturber(const PerturbationHost& host, const PerturbConfig& config)
+    : host_(host), config_(config), rng_(config.seed) {}
 
 bool Perturber::ShouldRun(const char* name, double probability, int64_t step, bool has_batch) {
   if (probability <= 0) return false;
   if (step < config_.warmup_steps) {
     if (!warmup_logged_) {
-      impl_.Log(LogLevel::kInfo,
+      host_.Log(LogLevel::kInfo,
                 Printf("kv_canary perturb: disabled during warmup window (first %lld forward "
                        "steps)",
                        static_cast<long long>(config_.warmup_steps)));
@@ -123,7 +123,7 @@ bool Perturber::ShouldRun(const char* name, double probability, int64_t step, bo
     return false;
   }
   if (warmup_logged_ && !enabled_logged_) {
-    impl_.Log(LogLevel::kInfo, Printf("kv_canary perturb: enabled after warmup window at step=%lld",
+    host_.Log(LogLevel::kInfo, Printf("kv_canary perturb: enabled after warmup window at step=%lld",
                                       static_cast<long long>(step)));
     enabled_logged_ = true;
   }
@@ -135,19 +135,19 @@ bool Perturber::ShouldRun(const char* name, double probability, int64_t step, bo
 }
 
 void Perturber::Skip(const char* name, const std::string& reason) const {
-  impl_.Log(LogLevel::kInfo,
+  host_.Log(LogLevel::kInfo,
             Printf("kv_canary perturb %s: skipped because %s", name, reason.c_str()));
 }
 
 void Perturber::Emit(const PerturbationEvent& event) const {
-  if (impl_.perturbation_listener_) impl_.perturbation_listener_(event);
+  host_.Emit(event);
 }
 
 int Perturber::PickGroup(const char* name) {
   const GroupKind target = config_.RequireTargetGroup(name);
   std::vector<int> candidates;
-  for (size_t g = 0; g < impl_.groups_.size(); ++g) {
-    const GroupState& group = impl_.groups_[g];
+  for (size_t g = 0; g < host_.Groups().size(); ++g) {
+    const GroupState& group = host_.Groups()[g];
     if (group.spec.kind == target && !group.sources[0].empty()) {
       candidates.push_back(static_cast<int>(g));
     }
@@ -162,12 +162,12 @@ int Perturber::PickGroup(const char* name) {
 
 void Perturber::Flip(const char* name, int group_index, int64_t logical_slot, int64_t req_pool_idx,
                      int64_t position, int64_t step) {
-  const GroupState& group = impl_.groups_[group_index];
+  const GroupState& group = host_.Groups()[group_index];
   const std::vector<RealKvSource>& sources = group.sources[0];
   const int64_t source_idx = rng_.Below(static_cast<int64_t>(sources.size()));
   const RealKvSource& source = sources[source_idx];
   const TensorView lut = group.spec.kind == GroupKind::kSwa ? group.spec.full_to_swa : TensorView();
-  const std::optional<FlipAddress> at = LocateFlip(logical_slot, lut, source, impl_.stream_);
+  const std::optional<FlipAddress> at = LocateFlip(logical_slot, lut, source, host_.Stream());
   if (!at.has_value()) {
     Skip(name, Printf("slot=%lld has no strip in source_idx=%lld of group=%s",
                       static_cast<long long>(logical_slot), static_cast<long long>(source_idx),
@@ -177,12 +177,12 @@ void Perturber::Flip(const char* name, int group_index, int64_t logical_slot, in
   char* byte = ElementAddress(source.tensor, at->row, 0) + at->col;
   const Device device = source.tensor.device();
   uint8_t original = 0;
-  CopyBytesAsync(&original, byte, 1, device, impl_.stream_);
-  SynchronizeStream(device, impl_.stream_);
+  CopyBytesAsync(&original, byte, 1, device, host_.Stream());
+  SynchronizeStream(device, host_.Stream());
   const uint8_t flipped = static_cast<uint8_t>(original ^ 0xFF);
-  CopyBytesAsync(byte, &flipped, 1, device, impl_.stream_);
-  SynchronizeStream(device, impl_.stream_);
-  impl_.Log(LogLevel::kInfo,
+  CopyBytesAsync(byte, &flipped, 1, device, host_.Stream());
+  SynchronizeStream(device, host_.Stream());
+  host_.Log(LogLevel::kInfo,
             Printf("kv_canary perturb %s: group=%s source_idx=%lld slot=%lld row=%lld col=%lld "
                    "original_byte=0x%02X new_byte=0x%02X",
                    name, GroupKindName(group.spec.kind), static_cast<long long>(source_idx),
@@ -193,7 +193,7 @@ void Perturber::Flip(const char* name, int group_index, int64_t logical_slot, in
 
 TensorView Perturber::TableOf(const ForwardState& forward) const {
   return forward.batch.req_to_token.defined() ? forward.batch.req_to_token
-                                              : impl_.args_.req_to_token;
+                                              : host_.InstallReqToToken();
 }
 
 std::vector<int64_t> Perturber::WrittenSlots(const ForwardState& forward) const {
@@ -203,7 +203,7 @@ std::vector<int64_t> Perturber::WrittenSlots(const ForwardState& forward) const 
   int64_t count = 0;
   for (int64_t extend : forward.host.extend_seq_lens) count += std::max<int64_t>(extend, 0);
   count = std::min({count, batch.num_tokens, batch.out_cache_loc.size(0)});
-  std::vector<int64_t> slots = ReadRow(batch.out_cache_loc, 0, count, impl_.stream_);
+  std::vector<int64_t> slots = ReadRow(batch.out_cache_loc, 0, count, host_.Stream());
   slots.erase(std::remove(slots.begin(), slots.end(), kTokenToKvSlotPadding), slots.end());
   return slots;
 }
@@ -222,7 +222,7 @@ std::vector<Perturber::ActiveEntry> Perturber::CollectActive(const ForwardState&
     const int64_t extend = r < host.extend_seq_lens.size() ? host.extend_seq_lens[r] : 0;
     const int64_t seq_len = host.prefix_lens[r] + extend;
     const int64_t count = std::min(seq_len, width);
-    const std::vector<int64_t> slots = ReadRow(table, rp, count, impl_.stream_);
+    const std::vector<int64_t> slots = ReadRow(table, rp, count, host_.Stream());
     for (int64_t pos = 0; pos < count; ++pos) {
       if (slots[pos] >= 0 && written.count(slots[pos]) == 0) {
         active.push_back(ActiveEntry{rp, pos, slots[pos], seq_len});
@@ -246,9 +246,9 @@ void Perturber::PerturbReqToToken(const ForwardState& forward, int64_t step) {
   const TensorView table = TableOf(forward);
   const int32_t value = static_cast<int32_t>(new_slot);
   CopyBytesAsync(ElementAddress(table, target.req_pool_idx, target.position), &value, 4,
-                 table.device(), impl_.stream_);
-  SynchronizeStream(table.device(), impl_.stream_);
-  impl_.Log(
+                 table.device(), host_.Stream());
+  SynchronizeStream(table.device(), host_.Stream());
+  host_.Log(
       LogLevel::kInfo,
       Printf("kv_canary perturb req_to_token: req_pool_idx=%lld position=%lld "
              "original_slot=%lld new_slot=%lld",
@@ -262,7 +262,7 @@ void Perturber::PerturbRealKvUsed(const ForwardState& forward, int64_t step) {
   const char* name = "real_kv_used";
   const int group = PickGroup(name);
   if (group < 0) return;
-  const int64_t window = impl_.groups_[group].window;
+  const int64_t window = host_.Groups()[group].window;
   std::vector<ActiveEntry> active = CollectActive(forward);
   if (window > 0) {
     // An SWA group holds only the last W positions of each request.
@@ -276,11 +276,11 @@ void Perturber::PerturbRealKvUsed(const ForwardState& forward, int64_t step) {
 
 void Perturber::PerturbRealKvUnusedCache(int64_t step) {
   const char* name = "real_kv_unused_cache";
-  if (impl_.radix_ == nullptr) return Skip(name, "no radix cache is attached");
+  if (host_.Radix() == nullptr) return Skip(name, "no radix cache is attached");
   const int group = PickGroup(name);
   if (group < 0) return;
-  const bool swa = impl_.groups_[group].spec.kind == GroupKind::kSwa;
-  const RadixWalk walk = WalkRadix(*impl_.radix_, /*unlocked_only=*/true,
+  const bool swa = host_.Groups()[group].spec.kind == GroupKind::kSwa;
+  const RadixWalk walk = WalkRadix(*host_.Radix(), /*unlocked_only=*/true,
                                    /*swa_resident_only=*/swa);
   std::vector<int64_t> candidates;
   for (int64_t i = 0; i < walk.size(); ++i) {
@@ -301,15 +301,15 @@ void Perturber::PerturbRealKvPostForward(const ForwardState& forward, int64_t st
 }
 
 void Perturber::BeforeForward() {
-  const int64_t step = impl_.outer_step_;
-  const ForwardState& forward = impl_.forwards_[0];
+  const int64_t step = host_.OuterStep();
+  const ForwardState& forward = host_.FirstForward();
   if (ShouldRun("req_to_token", config_.req_to_token_prob, step, forward.has_batch)) {
     PerturbReqToToken(forward, step);
   }
   if (ShouldRun("real_kv_used", config_.real_kv_used_prob, step, forward.has_batch)) {
     PerturbRealKvUsed(forward, step);
   }
-  const int64_t interval = impl_.config_.sweep_interval;
+  const int64_t interval = host_.SweepInterval();
   if (interval > 0 && step % interval == 0 &&
       ShouldRun("real_kv_unused_cache", config_.real_kv_unused_cache_prob, step,
                 /*has_batch=*/true)) {
@@ -318,8 +318,8 @@ void Perturber::BeforeForward() {
 }
 
 void Perturber::AfterForward() {
-  const int64_t step = impl_.outer_step_;
-  const ForwardState& forward = impl_.forwards_[0];
+  const int64_t step = host_.OuterStep();
+  const ForwardState& forward = host_.FirstForward();
   if (ShouldRun("real_kv_post_forward", config_.real_kv_post_forward_prob, step,
                 forward.has_batch)) {
     PerturbRealKvPostForward(forward, step);
@@ -338,7 +338,7 @@ void Perturber::PerturbNextTokens(std::vector<int64_t>& sampled) {
   if (j >= i) j += 1;
   PerturbationEvent event{"next_token_swap", step, -1, i, j, sampled[i], sampled[j]};
   std::swap(sampled[i], sampled[j]);
-  impl_.Log(
+  host_.Log(
       LogLevel::kInfo,
       Printf("kv_canary perturb next_token_swap: swapped i=%lld j=%lld step=%lld",
              static_cast<long long>(i), static_cast<long long>(j), static_cast<long long>(step)));

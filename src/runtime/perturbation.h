@@ -30,6 +30,26 @@
 namespace kvcanary::runtime {
 
 struct ForwardState;
+struct GroupState;
+
+// What the perturber may see and use of the runtime that owns it, and nothing more: the groups
+// (their sources and tables), the batch of inner forward 0, the step, the radix view, the
+// install's req_to_token, the sweep interval, the compute stream, the log and the listener.
+class PerturbationHost {
+ public:
+  virtual const std::vector<GroupState>& Groups() const = 0;
+  virtual const ForwardState& FirstForward() const = 0;
+  virtual int64_t OuterStep() const = 0;
+  virtual const RadixView* Radix() const = 0;
+  virtual const TensorView& InstallReqToToken() const = 0;
+  virtual int64_t SweepInterval() const = 0;
+  virtual StreamHandle Stream() const = 0;
+  virtual void Log(LogLevel level, const std::string& message) const = 0;
+  virtual void Emit(const PerturbationEvent& event) const = 0;
+
+ protected:
+  ~PerturbationHost() = default;
+};
 
 // Where a byte flip lands: the slot in the group's own slot space, and the first byte of its
 // strip in the source tensor viewed as a byte matrix.
@@ -63,8 +83,8 @@ class PerturbRng {
 
 class Perturber {
  public:
-  // REQUIRES: config validated. Keeps a reference to `impl`, which owns this object.
-  Perturber(CanaryManager::Impl& impl, const PerturbConfig& config);
+  // REQUIRES: config validated. Keeps a reference to `host`, which owns this object.
+  Perturber(const PerturbationHost& host, const PerturbConfig& config);
 
   // Phase 1, after the capacity checks and before the HEAD split verification:
   // req_to_token, real_kv_used, then real_kv_unused_cache.
@@ -104,7 +124,7 @@ class Perturber {
   void PerturbRealKvUnusedCache(int64_t step);
   void PerturbRealKvPostForward(const ForwardState& forward, int64_t step);
 
-  CanaryManager::Impl& impl_;
+  const PerturbationHost& host_;
   PerturbConfig config_;
   PerturbRng rng_;
   bool warmup_logged_ = false;

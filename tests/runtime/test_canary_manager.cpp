@@ -258,6 +258,28 @@ TEST(CanaryManager, PhaseOrderIsChecked) {
   EXPECT_THROW(engine.canary->PreForward(0), Error);
 }
 
+// A rejected BeginStep (here: a prefix past the table's width) changes nothing: the same forward
+// can begin again, and a valid step then runs clean.
+TEST(CanaryManager, RejectedBeginStepLeavesThePhaseIdle) {
+  FakeEngine engine(LogOptions());
+  Seen seen;
+  Listen(engine, seen);
+  engine.AddRequest(3);
+  engine.Step();
+  StepInput bad;
+  bad.forwards = {ForwardBatch{}};
+  ForwardHostInput host;
+  host.req_pool_indices = {1};
+  host.prefix_lens = {int64_t{1} << 30};
+  bad.host = {host};
+  EXPECT_THROW(engine.canary->BeginStep(bad), Error);
+  EXPECT_THROW(engine.canary->PreForward(0), Error);  // nothing began
+  engine.Step();
+  engine.Step();
+  EXPECT_EQ(engine.canary->outer_step(), 3);
+  EXPECT_TRUE(seen.rows.empty());
+}
+
 TEST(CanaryManager, ReplayedForwardAdvancesThePhaseLikeTheTwoHooks) {
   FakeEngine engine(LogOptions());
   engine.AddRequest(3);

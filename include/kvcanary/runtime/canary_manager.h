@@ -147,6 +147,19 @@ struct HostLayer0 {
   TensorView v;
 };
 
+// Thread safety: none. One thread (the engine's scheduler thread) makes every call, in the order
+// of the protocol above; the runtime starts no thread of its own. Work goes to the install's
+// stream, so other host threads may run the model meanwhile.
+//
+// Invariants:
+// - Every device buffer is allocated at install, sized by the capacities; a step allocates none.
+// - Each inner forward moves idle -> BeginStep -> PreForward -> PostForward -> EndStep -> idle;
+//   a call out of order throws and leaves the phase as it was. AbandonStep returns every forward
+//   to idle.
+// - Violation rows are read one step late through pinned staging (never a synchronisation on the
+//   hot path); rows beyond the ring's capacity are counted, not stored.
+// - Only the perturber (testing only) changes KV bytes or req_to_token; the runtime otherwise
+//   reads the engine's tensors and writes its own records, rows and counters.
 class CanaryManager {
  public:
   // Builds the runtime (§3). Returns null when config.mode is kNone. Throws kvcanary::Error on
