@@ -15,6 +15,7 @@
 
 #include <functional>
 #include <memory>
+#include <ostream>
 #include <string>
 #include <utility>
 #include <vector>
@@ -56,6 +57,12 @@ struct RejectRow {
   std::string message;
   Error::Category category = Error::Category::kValue;
 };
+
+// GoogleTest prints a failing row by its name.
+template <typename Case>
+void PrintTo(const RejectRow<Case>& row, std::ostream* os) {
+  *os << row.name;
+}
 
 template <typename Case>
 std::string RowName(const ::testing::TestParamInfo<RejectRow<Case>>& info) {
