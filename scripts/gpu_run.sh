@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The whole GPU run, in one command on a machine with an NVIDIA GPU (the H200 of the device tool):
-# build with the CUDA backend, run the CPU suite, the GPU suite (differential tests, vectors, graph
-# replay), the runtime suite (its CUDA tests: the step protocol on CUDA tensors and graph replay of
+# build with the CUDA backend, run the op suite (the published vectors on both backends), the GPU
+# suite (differential tests, graph replay), the runtime suite (its CUDA tests: the step protocol on CUDA tensors and graph replay of
 # phases 2-3) and the simulator's unit tests, compute-sanitizer memcheck and racecheck, the CUDA
 # bench, and the simulator's default and offload scenarios on cuda and cpu, compared. Logs go to
 # OUT_DIR.
@@ -83,7 +83,13 @@ step memcheck timeout 400 compute-sanitizer --tool memcheck --error-exitcode 1 \
   ./build/gpu/tests/gpu/kvcanary_gpu_tests --gtest_brief=1
 step racecheck timeout 300 compute-sanitizer --tool racecheck --error-exitcode 1 \
   ./build/gpu/tests/gpu/kvcanary_gpu_tests --gtest_brief=1 \
-  --gtest_filter="${RACECHECK_FILTER:-*Vector*:*Graph*:*Stride*:*Scatter*:*PlanStages*:*Bs1Shape0*:*Bs33*Variant1}"
+  --gtest_filter="${RACECHECK_FILTER:-*Graph*:*Stride*:*Scatter*:*PlanStages*:*Bs1Shape0*:*Bs33*Variant1}"
+# The published vectors run on both backends in kvcanary_tests: their CUDA instances under both
+# sanitizers.
+step vectors_memcheck timeout 200 compute-sanitizer --tool memcheck --error-exitcode 1 \
+  ./build/gpu/tests/kvcanary_tests --gtest_brief=1 --gtest_filter='*/Cuda'
+step vectors_racecheck timeout 200 compute-sanitizer --tool racecheck --error-exitcode 1 \
+  ./build/gpu/tests/kvcanary_tests --gtest_brief=1 --gtest_filter='*/Cuda'
 # The runtime on CUDA tensors: pinned mirrors, async copies, a captured graph with a memcpy node.
 step runtime_memcheck timeout 300 compute-sanitizer --tool memcheck --error-exitcode 1 \
   ./build/gpu/tests/runtime/kvcanary_runtime_tests --gtest_brief=1 --gtest_filter='*Cuda*'

@@ -1,15 +1,19 @@
-// The published test vectors of spec/kernels.md §17: the [11,22,33,44,55] chain, the decode step,
-// verify after corruption, the write asserts, the real-KV fingerprints and the plan hand cases.
+// The published test vectors (docs/format.md): the [11,22,33,44,55] chain, the decode step, verify
+// after corruption, the write asserts, the real-KV fingerprints and the plan hand cases. Every op
+// test runs on the CPU and on CUDA (BackendRunner), against the same expected values; where a
+// launch records several rows, CUDA's are compared as a multiset.
 #include <gtest/gtest.h>
 
 #include <numeric>
 
+#include "backend_runner.h"
 #include "kvcanary/kvcanary.h"
 #include "testutil.h"
 
 namespace kvcanary {
 namespace {
 
+using testing::BackendTest;
 using testing::CanaryState;
 using testing::HostTensor;
 using testing::PlanBuffers;
@@ -18,8 +22,8 @@ constexpr int64_t kTail = static_cast<int64_t>(CanaryLaunchTag::kTailKFull);
 
 int64_t S(uint64_t u) { return ToSigned(u); }
 
-// The chain world of §17: 8 slots, req_to_token[1] = [1..7, 0].
-class ChainVectors : public ::testing::Test {
+// The chain world: 8 slots, req_to_token[1] = [1..7, 0].
+class ChainVectors : public BackendTest {
  protected:
   ChainVectors() : state_(8), req_to_token({2, 8}) {
     for (int c = 0; c < 7; ++c) req_to_token.at(1, c) = c + 1;
@@ -42,7 +46,7 @@ class ChainVectors : public ::testing::Test {
     args.verify_capacity = 16;
     args.inputs.req_to_verify_expected_tokens = pool;
     args.inputs.req_to_verify_expected_tokens_valid_lens = valid_lens;
-    Plan(args);
+    backend.Plan(args);
     return plan;
   }
 
@@ -66,7 +70,7 @@ class ChainVectors : public ::testing::Test {
       args.expected_input_tokens = exp_ids.view();
       args.expected_input_positions = exp_pos.view();
     }
-    Write(args);
+    backend.Write(args);
   }
 
   void VerifyPlan(const PlanBuffers& plan, bool check_token = false) {
@@ -74,7 +78,12 @@ class ChainVectors : public ::testing::Test {
     args.context = state_.Context(kTail);
     args.plan = plan.verify();
     args.check_verify_expected_token = check_token;
-    Verify(args);
+    backend.Verify(args);
+  }
+
+  // The rows recorded so far, and `expected`, in the order the backend defines.
+  void ExpectRows(const std::vector<ViolationRow>& expected) {
+    EXPECT_EQ(backend.InLaunchOrder(state_.rows()), backend.InLaunchOrder(expected));
   }
 
   // Writes the five-token prefill, then the decode of token 66 into slot 6.
@@ -89,7 +98,7 @@ class ChainVectors : public ::testing::Test {
   HostTensor<int32_t> req_to_token;
 };
 
-TEST_F(ChainVectors, PrefillWritesThePublishedChain) {
+TEST_P(ChainVectors, PrefillWritesThePublishedChain) {
   WriteTokens(PlanStep(0, 5), {11, 22, 33, 44, 55}, {0, 1, 2, 3, 4}, {1, 2, 3, 4, 5});
   const int64_t expected_prev[] = {-2414019407054260458LL, -8517104317260626359LL,
                                    6305883652896473243LL, -775092142951646884LL,
@@ -103,7 +112,7 @@ TEST_F(ChainVectors, PrefillWritesThePublishedChain) {
   EXPECT_EQ(ComputeSlotHash(state_.canary.view(), -1), ChainHeadHash());
 }
 
-TEST_F(ChainVectors, DecodeStepPlansVerifiesAndWrites) {
+TEST_P(ChainVectors, DecodeStepPlansVerifiesAndWrites) {
   WriteTokens(PlanStep(0, 5), {11, 22, 33, 44, 55}, {0, 1, 2, 3, 4}, {1, 2, 3, 4, 5});
   PlanBuffers decode = PlanStep(5, 1);
   EXPECT_EQ(decode.num_valid[0], 5);
@@ -124,62 +133,59 @@ TEST_F(ChainVectors, DecodeStepPlansVerifiesAndWrites) {
   EXPECT_EQ(state_.record(6), (Record{66, 5, -5875451248450912187LL, 0}));
 }
 
-TEST_F(ChainVectors, TokenCorruptionBreaksTheSuccessorsChain) {
+TEST_P(ChainVectors, TokenCorruptionBreaksTheSuccessorsChain) {
   WriteChainAndDecode();
   state_.set_record(3, Record{34, 2, state_.record(3).prev_hash, 0});
   VerifyPlan(PlanStep(6, 0));
   ASSERT_EQ(state_.rows().size(), 1u);
-  EXPECT_EQ(state_.rows()[0], (ViolationRow{2, 4, 3, 44, -1, S(0xf53e51cd772bb95c),
-                                            S(0x8b2a107792878536), 1}));
+  EXPECT_EQ(state_.rows()[0],
+            (ViolationRow{2, 4, 3, 44, -1, S(0xf53e51cd772bb95c), S(0x8b2a107792878536), 1}));
 }
 
-TEST_F(ChainVectors, PositionCorruptionFlagsTheSlotAndItsSuccessor) {
+TEST_P(ChainVectors, PositionCorruptionFlagsTheSlotAndItsSuccessor) {
   WriteChainAndDecode();
   Record record = state_.record(2);
   record.position = 9;
   state_.set_record(2, record);
   VerifyPlan(PlanStep(6, 0));
-  ASSERT_EQ(state_.rows().size(), 2u);
-  EXPECT_EQ(state_.rows()[0], (ViolationRow{2, 2, 9, 22, -1, S(0x89cd2abfbebc0649),
-                                            S(0x89cd2abfbebc0649), 2}));
-  EXPECT_EQ(state_.rows()[1], (ViolationRow{2, 3, 2, 33, -1, S(0x5782ffc5b5d6409b),
-                                            S(0xc8d30aaa5ec35a95), 1}));
+  ExpectRows({ViolationRow{2, 2, 9, 22, -1, S(0x89cd2abfbebc0649), S(0x89cd2abfbebc0649), 2},
+              ViolationRow{2, 3, 2, 33, -1, S(0x5782ffc5b5d6409b), S(0xc8d30aaa5ec35a95), 1}});
 }
 
-TEST_F(ChainVectors, TokenCheckFlagsAPoolMismatch) {
+TEST_P(ChainVectors, TokenCheckFlagsAPoolMismatch) {
   WriteChainAndDecode();
   HostTensor<int32_t> pool({2, 8}, {0, 0, 0, 0, 0, 0, 0, 0, 11, 22, 33, 45, 55, 66, 0, 0});
   HostTensor<int64_t> valid_lens = HostTensor<int64_t>::Of({6});
   VerifyPlan(PlanStep(6, 0, pool.view(), valid_lens.view()), /*check_token=*/true);
   ASSERT_EQ(state_.rows().size(), 1u);
-  EXPECT_EQ(state_.rows()[0], (ViolationRow{2, 4, 3, 44, 45, S(0xf53e51cd772bb95c),
-                                            S(0xf53e51cd772bb95c), 32}));
+  EXPECT_EQ(state_.rows()[0],
+            (ViolationRow{2, 4, 3, 44, 45, S(0xf53e51cd772bb95c), S(0xf53e51cd772bb95c), 32}));
 }
 
-TEST_F(ChainVectors, WriteAssertsRecordInputThenChainRows) {
+TEST_P(ChainVectors, WriteAssertsRecordInputThenChainRows) {
   WriteChainAndDecode();
   state_.chain_assert[0] = 1;
   // Seed slot 5 (position 4): a request with prefix 5 whose last prefix slot is 5.
   PlanBuffers plan = PlanStep(5, 1);
   WriteTokens(plan, {77}, {7}, {7}, {78}, {7});
-  ASSERT_EQ(state_.rows().size(), 2u);
-  EXPECT_EQ(state_.rows()[0], (ViolationRow{2, 7, 7, 77, 78, S(0xae76343810f54045), 7, 8}));
-  EXPECT_EQ(state_.rows()[1], (ViolationRow{2, 7, 7, 77, 77, S(0xae76343810f54045), 5, 16}));
+  ExpectRows({ViolationRow{2, 7, 7, 77, 78, S(0xae76343810f54045), 7, 8},
+              ViolationRow{2, 7, 7, 77, 77, S(0xae76343810f54045), 5, 16}});
   EXPECT_EQ(state_.record(7), (Record{77, 7, -5875451248450912187LL, 0}));
 }
 
-// Real-KV fingerprints of §17, through the host helper and through a write.
+HostTensor<uint8_t> Bytes(int64_t rows, int64_t cols, uint8_t first) {
+  HostTensor<uint8_t> t({rows, cols});
+  std::iota(t.values().begin(), t.values().end(), first);
+  return t;
+}
+
+// Real-KV fingerprints, through the host helper (here) and through a write (RealKvWrite).
 class RealKvVectors : public ::testing::Test {
  protected:
-  static HostTensor<uint8_t> Bytes(int64_t rows, int64_t cols, uint8_t first) {
-    HostTensor<uint8_t> t({rows, cols});
-    std::iota(t.values().begin(), t.values().end(), first);
-    return t;
-  }
   static uint64_t Hash(const std::vector<RealKvSource>& sources, RealKvHashMode mode,
                        int64_t slot) {
-    return RealKvHash(sources.data(), static_cast<int>(sources.size()),
-                      static_cast<int32_t>(mode), slot);
+    return RealKvHash(sources.data(), static_cast<int>(sources.size()), static_cast<int32_t>(mode),
+                      slot);
   }
 };
 
@@ -225,7 +231,9 @@ TEST_F(RealKvVectors, PagedSourceAddressesStripsByPageAndRow) {
   EXPECT_EQ(Hash({source}, RealKvHashMode::kPartial, 3), 0x344bdaf9666261f8ull);
 }
 
-TEST_F(RealKvVectors, WriteStoresTheFingerprintAndVerifyRechecksIt) {
+using RealKvWrite = BackendTest;
+
+TEST_P(RealKvWrite, WriteStoresTheFingerprintAndVerifyRechecksIt) {
   CanaryState state(8);
   HostTensor<uint8_t> kv = Bytes(8, 16, 0);
   for (int i = 0; i < 16; ++i) kv.at(1, i) = static_cast<uint8_t>(i);
@@ -247,7 +255,7 @@ TEST_F(RealKvVectors, WriteStoresTheFingerprintAndVerifyRechecksIt) {
   write.input_ids = ids.view();
   write.positions = pos.view();
   write.out_cache_loc = loc.view();
-  Write(write);
+  backend.Write(write);
   EXPECT_EQ(state.record(1).real_kv_hash, -2965813710295743732LL);
 
   plan.slots[0] = 1;
@@ -255,7 +263,7 @@ TEST_F(RealKvVectors, WriteStoresTheFingerprintAndVerifyRechecksIt) {
   plan.positions[0] = 0;
   plan.num_valid[0] = 1;
   kv.at(1, 15) ^= 0x01;  // KV changed after the record was written
-  Verify(VerifyArgs{context, plan.verify(), false});
+  backend.Verify(VerifyArgs{context, plan.verify(), false});
   ASSERT_EQ(state.rows().size(), 1u);
   EXPECT_EQ(state.rows()[0].slot_idx, 1);
   EXPECT_EQ(state.rows()[0].fail_reason_bits, FailReason::kVerifyRealKvHashMismatch);
@@ -263,7 +271,7 @@ TEST_F(RealKvVectors, WriteStoresTheFingerprintAndVerifyRechecksIt) {
 
 // Plan hand cases: req_to_token[rp][c] = rp * 16 + c, width 16, verify capacity 16, write
 // capacity 8, no LUT, no pool.
-class PlanHandCases : public ::testing::Test {
+class PlanHandCases : public BackendTest {
  protected:
   PlanHandCases() : req_to_token({4, 16}), plan_(16, 8) {
     for (int64_t i = 0; i < 64; ++i) req_to_token[i] = static_cast<int32_t>(i);
@@ -283,7 +291,7 @@ class PlanHandCases : public ::testing::Test {
     args.inputs.extend_seq_lens = extend_t.view();
     args.inputs.req_to_token = req_to_token.view();
     args.verify_capacity = verify_capacity;
-    Plan(args);
+    backend.Plan(args);
   }
 
   void ExpectEntries(const std::vector<int64_t>& slots, const std::vector<int64_t>& prevs,
@@ -308,7 +316,7 @@ class PlanHandCases : public ::testing::Test {
   PlanBuffers plan_;
 };
 
-TEST_F(PlanHandCases, H1FreshPrefillHasNoEntries) {
+TEST_P(PlanHandCases, H1FreshPrefillHasNoEntries) {
   Run({1}, {0}, {5});
   ExpectEntries({}, {}, {});
   ExpectOffsets({0, 5});
@@ -316,14 +324,14 @@ TEST_F(PlanHandCases, H1FreshPrefillHasNoEntries) {
   EXPECT_EQ(plan_.num_valid_reqs[0], 1);
 }
 
-TEST_F(PlanHandCases, H2DecodeVerifiesThePrefix) {
+TEST_P(PlanHandCases, H2DecodeVerifiesThePrefix) {
   Run({1}, {7}, {1});
   ExpectEntries({16, 17, 18, 19, 20, 21, 22}, {-1, 16, 17, 18, 19, 20, 21}, {0, 1, 2, 3, 4, 5, 6});
   ExpectOffsets({0, 1});
   EXPECT_EQ(plan_.seeds[0], 22);
 }
 
-TEST_F(PlanHandCases, H3PaddingRowContributesNothing) {
+TEST_P(PlanHandCases, H3PaddingRowContributesNothing) {
   Run({1, 0, 2}, {3, 5, 2}, {1, 1, 1});
   ExpectEntries({16, 17, 18, 32, 33}, {-1, 16, 17, -1, 32}, {0, 1, 2, 0, 1});
   ExpectOffsets({0, 1, 1, 2});
@@ -333,7 +341,7 @@ TEST_F(PlanHandCases, H3PaddingRowContributesNothing) {
   EXPECT_EQ(plan_.num_valid_reqs[0], 3);
 }
 
-TEST_F(PlanHandCases, H4OverflowDisablesVerifyAndWritesNoEntry) {
+TEST_P(PlanHandCases, H4OverflowDisablesVerifyAndWritesNoEntry) {
   plan_ = PlanBuffers(4, 8);
   std::fill(plan_.slots.values().begin(), plan_.slots.values().end(), 99);
   HostTensor<int64_t> rp = HostTensor<int64_t>::Of({1, 2});
@@ -356,21 +364,21 @@ TEST_F(PlanHandCases, H4OverflowDisablesVerifyAndWritesNoEntry) {
   EXPECT_EQ(plan_.seeds[1], 34);
 }
 
-TEST_F(PlanHandCases, H5VerifyOnlyPlanHasNoSeed) {
+TEST_P(PlanHandCases, H5VerifyOnlyPlanHasNoSeed) {
   Run({1}, {6}, {0});
   ExpectEntries({16, 17, 18, 19, 20, 21}, {-1, 16, 17, 18, 19, 20}, {0, 1, 2, 3, 4, 5});
   ExpectOffsets({0, 0});
   EXPECT_EQ(plan_.seeds[0], -1);
 }
 
-TEST_F(PlanHandCases, H6ShorterBatchZeroesStaleOffsets) {
+TEST_P(PlanHandCases, H6ShorterBatchZeroesStaleOffsets) {
   Run({1, 0, 2}, {3, 5, 2}, {1, 1, 1});
   Run({1}, {0}, {5});
   ExpectOffsets({0, 5});
 }
 
 // SWA and clamp cases L1-L5.
-class PlanSwaCases : public ::testing::Test {
+class PlanSwaCases : public BackendTest {
  protected:
   struct Inputs {
     std::vector<int64_t> rp, prefix, extend;
@@ -400,7 +408,7 @@ class PlanSwaCases : public ::testing::Test {
     if (in.valid_lens) args.inputs.req_to_verify_expected_tokens_valid_lens = in.valid_lens->view();
     args.inputs.kv_token_id_vs_position_offset = in.offset;
     args.verify_capacity = capacity;
-    Plan(args);
+    backend.Plan(args);
     return plan;
   }
 
@@ -417,7 +425,7 @@ class PlanSwaCases : public ::testing::Test {
   }
 };
 
-TEST_F(PlanSwaCases, L1WindowVerifiesTheLastWPositions) {
+TEST_P(PlanSwaCases, L1WindowVerifiesTheLastWPositions) {
   HostTensor<int32_t> table = WideTable();
   HostTensor<int64_t> lut = ShiftLut();
   PlanBuffers plan = Run(table, {{1}, {200}, {1}, 128, &lut});
@@ -430,7 +438,7 @@ TEST_F(PlanSwaCases, L1WindowVerifiesTheLastWPositions) {
   EXPECT_EQ(plan.seeds[0], 255);
 }
 
-TEST_F(PlanSwaCases, L2EvictedSlotsTranslateToZero) {
+TEST_P(PlanSwaCases, L2EvictedSlotsTranslateToZero) {
   HostTensor<int32_t> table = WideTable();
   HostTensor<int64_t> lut = ShiftLut();
   PlanBuffers plan = Run(table, {{1}, {100}, {1}, 128, &lut});
@@ -441,7 +449,7 @@ TEST_F(PlanSwaCases, L2EvictedSlotsTranslateToZero) {
   EXPECT_EQ(plan.seeds[0], 155);
 }
 
-TEST_F(PlanSwaCases, L3LutIndexPastTheEndClamps) {
+TEST_P(PlanSwaCases, L3LutIndexPastTheEndClamps) {
   HostTensor<int32_t> table = WideTable();
   HostTensor<int64_t> lut({258});
   std::iota(lut.values().begin(), lut.values().end(), 1000);
@@ -456,7 +464,7 @@ TEST_F(PlanSwaCases, L3LutIndexPastTheEndClamps) {
   EXPECT_EQ(plan.seeds[0], 1257);
 }
 
-TEST_F(PlanSwaCases, L4PositionsPastTheRowClampToItsLastColumn) {
+TEST_P(PlanSwaCases, L4PositionsPastTheRowClampToItsLastColumn) {
   HostTensor<int32_t> table({2, 4}, {0, 0, 0, 0, 10, 11, 12, 13});
   PlanBuffers plan = Run(table, {{1}, {6}, {1}});
   const int64_t slots[] = {10, 11, 12, 13, 13, 13};
@@ -469,7 +477,7 @@ TEST_F(PlanSwaCases, L4PositionsPastTheRowClampToItsLastColumn) {
   EXPECT_EQ(plan.seeds[0], 13);
 }
 
-TEST_F(PlanSwaCases, L5TokenPoolUsesBatchRowValidLensAndDraftOffset) {
+TEST_P(PlanSwaCases, L5TokenPoolUsesBatchRowValidLensAndDraftOffset) {
   HostTensor<int32_t> table({3, 8});
   HostTensor<int32_t> pool({3, 8});
   for (int c = 0; c < 8; ++c) {
@@ -492,6 +500,11 @@ TEST_F(PlanSwaCases, L5TokenPoolUsesBatchRowValidLensAndDraftOffset) {
   EXPECT_EQ(plan.seeds[1], 43);
   EXPECT_EQ(plan.num_valid_reqs[0], 2);
 }
+
+KVC_ON_EVERY_BACKEND(ChainVectors);
+KVC_ON_EVERY_BACKEND(RealKvWrite);
+KVC_ON_EVERY_BACKEND(PlanHandCases);
+KVC_ON_EVERY_BACKEND(PlanSwaCases);
 
 }  // namespace
 }  // namespace kvcanary

@@ -94,42 +94,4 @@ struct DevicePlanBuffers {
   DeviceTensor<int32_t> num_valid_reqs;
 };
 
-// One plan call's batch and options.
-struct PlanBatch {
-  std::vector<int64_t> rp, prefix, extend;
-  int64_t window = 0;
-  const HostTensor<int64_t>* lut = nullptr;
-  const HostTensor<int32_t>* pool = nullptr;
-  const HostTensor<int64_t>* valid_lens = nullptr;
-  int64_t offset = 0;
-};
-
-// Runs the plan on CUDA into `plan`; the verify capacity is the plan's.
-inline void PlanOnCuda(const DevicePlanBuffers& plan, const HostTensor<int32_t>& table,
-                       const PlanBatch& in) {
-  const DeviceTensor<int64_t> rp(HostTensor<int64_t>::Of(in.rp));
-  const DeviceTensor<int64_t> prefix(HostTensor<int64_t>::Of(in.prefix));
-  const DeviceTensor<int64_t> extend(HostTensor<int64_t>::Of(in.extend));
-  const DeviceTensor<int32_t> table_d(table);
-  std::optional<DeviceTensor<int64_t>> lut, valid_lens;
-  std::optional<DeviceTensor<int32_t>> pool;
-  if (in.lut) lut.emplace(*in.lut);
-  if (in.pool) pool.emplace(*in.pool);
-  if (in.valid_lens) valid_lens.emplace(*in.valid_lens);
-  PlanArgs args;
-  args.verify_plan_out = plan.verify();
-  args.write_plan_out = plan.write();
-  args.inputs.req_pool_indices = rp.view();
-  args.inputs.prefix_lens = prefix.view();
-  args.inputs.extend_seq_lens = extend.view();
-  args.inputs.req_to_token = table_d.view();
-  args.inputs.swa_window_size = in.window;
-  args.inputs.full_to_swa_index_mapping = lut ? lut->view() : TensorView();
-  args.inputs.req_to_verify_expected_tokens = pool ? pool->view() : TensorView();
-  args.inputs.req_to_verify_expected_tokens_valid_lens = valid_lens ? valid_lens->view() : TensorView();
-  args.inputs.kv_token_id_vs_position_offset = in.offset;
-  args.verify_capacity = plan.slots.shape()[0];
-  Plan(args);
-}
-
 }  // namespace kvcanary::testing
