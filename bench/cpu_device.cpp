@@ -16,7 +16,6 @@
 namespace kvcanary::bench {
 namespace {
 
-constexpr std::align_val_t kAlignment{64};
 // spec/bench.md: the CPU ceiling copies at least 1 GiB.
 constexpr int64_t kCeilingBytes = int64_t{1} << 30;
 
@@ -69,10 +68,6 @@ class CpuDevice final : public BenchDevice {
     return line.str();
   }
 
-  std::shared_ptr<void> Allocate(int64_t bytes) override {
-    void* data = ::operator new(static_cast<size_t>(bytes), kAlignment);
-    return std::shared_ptr<void>(data, [](void* p) { ::operator delete(p, kAlignment); });
-  }
   void CopyToDevice(void* dst, const void* src, int64_t bytes) override {
     std::memcpy(dst, src, bytes);
   }

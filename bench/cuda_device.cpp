@@ -60,11 +60,6 @@ class CudaDevice final : public BenchDevice {
     return line.str();
   }
 
-  std::shared_ptr<void> Allocate(int64_t bytes) override {
-    void* data = nullptr;
-    Check(cudaMalloc(&data, static_cast<size_t>(bytes)), "cudaMalloc");
-    return std::shared_ptr<void>(data, [](void* p) { cudaFree(p); });
-  }
   void CopyToDevice(void* dst, const void* src, int64_t bytes) override {
     Check(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice), "cudaMemcpy to device");
   }

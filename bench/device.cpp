@@ -2,6 +2,10 @@
 #include "bench/device.h"
 
 #include <algorithm>
+#include <memory>
+#include <utility>
+
+#include "kvcanary/runtime/device_memory.h"
 
 namespace kvcanary::bench {
 
@@ -19,6 +23,12 @@ TimingStats Summarize(std::vector<double> samples_us) {
 
 double GigabytesPerSecond(int64_t bytes, double us) {
   return us > 0 ? static_cast<double>(bytes) / (us * 1e3) : 0;
+}
+
+std::shared_ptr<void> BenchDevice::Allocate(int64_t bytes) {
+  auto buffer = std::make_shared<runtime::DeviceBuffer>(device(), bytes);
+  void* data = buffer->data();
+  return std::shared_ptr<void>(std::move(buffer), data);  // owns the buffer, points at its bytes
 }
 
 TimingStats BenchDevice::TimeGraphs(int warmup, int reps, int num_bodies,

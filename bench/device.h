@@ -48,8 +48,9 @@ class BenchDevice {
   // driver).
   virtual std::string MachineLine() const = 0;
 
-  // `bytes` of device memory, 64-byte aligned, contents unspecified. Freed with the last owner.
-  virtual std::shared_ptr<void> Allocate(int64_t bytes) = 0;
+  // `bytes` of zeroed memory on device(), 256-byte aligned: a runtime::DeviceBuffer, the one
+  // allocator of the library, the runtime, the tests and the bench. Freed with the last owner.
+  std::shared_ptr<void> Allocate(int64_t bytes);
   // Safe to call from several host threads at once on disjoint ranges.
   virtual void CopyToDevice(void* device_dst, const void* host_src, int64_t bytes) = 0;
   virtual void CopyToHost(void* host_dst, const void* device_src, int64_t bytes) = 0;

@@ -1,5 +1,5 @@
 // Device memory for the GPU tests: a checked-CUDA-call macro, an owning device tensor mirrored from
-// a HostTensor, and the fixture that skips every GPU test on a machine without a CUDA device (CI
+// a HostTensor (its memory a runtime::DeviceBuffer), and the fixture that skips every GPU test on a machine without a CUDA device (CI
 // builds these tests everywhere and runs them on the device machine; STYLE.md rule 21).
 #pragma once
 
@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "kvcanary/runtime/device_memory.h"
 #include "testutil.h"
 
 namespace kvcanary::testing {
@@ -49,25 +50,14 @@ class DeviceTensor {
   explicit DeviceTensor(const HostTensor<T>& host, int device = 0)
       : shape_(host.shape()), numel_(host.values().size()), device_(device) {
     // Never a null pointer, even for an empty tensor: ops see a real (if unread) address.
-    void* data = nullptr;
-    KVC_CUDA_CHECK(cudaMalloc(&data, bytes() > 0 ? bytes() : 16));
-    data_ = static_cast<T*>(data);
+    memory_ = runtime::DeviceBuffer(Device::CUDA(device), bytes() > 0 ? bytes() : 16);
+    data_ = memory_.data_as<T>();
     CopyFrom(host);
   }
-  DeviceTensor(DeviceTensor&& other) noexcept { *this = std::move(other); }
-  DeviceTensor& operator=(DeviceTensor&& other) noexcept {
-    if (this != &other) {
-      Release();
-      shape_ = std::move(other.shape_);
-      numel_ = other.numel_;
-      device_ = other.device_;
-      data_ = std::exchange(other.data_, nullptr);
-    }
-    return *this;
-  }
+  DeviceTensor(DeviceTensor&&) noexcept = default;
+  DeviceTensor& operator=(DeviceTensor&&) noexcept = default;
   DeviceTensor(const DeviceTensor&) = delete;
   DeviceTensor& operator=(const DeviceTensor&) = delete;
-  ~DeviceTensor() { Release(); }
 
   TensorView view() const { return TensorView(data_, DTypeOf<T>(), Device::CUDA(device_), shape_); }
   // The same memory seen with another shape and strides (elements).
@@ -103,16 +93,10 @@ class DeviceTensor {
   size_t bytes() const { return numel_ * sizeof(T); }
 
  private:
-  void Release() {
-    if (data_ == nullptr) return;
-    const cudaError_t error = cudaFree(data_);  // no throw from a destructor
-    EXPECT_EQ(error, cudaSuccess) << "cudaFree failed: " << cudaGetErrorString(error);
-    data_ = nullptr;
-  }
-
   std::vector<int64_t> shape_;
   size_t numel_ = 0;
   int device_ = 0;
+  runtime::DeviceBuffer memory_;  // the one device allocator of library, runtime, bench and tests
   T* data_ = nullptr;
 };
 
