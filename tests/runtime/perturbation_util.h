@@ -1,0 +1,70 @@
+// What the perturbation tests share: a recorder of violation rows and perturbation events, the
+// engine options and PerturbConfig that fire one kind at probability 1.
+#pragma once
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "kvcanary/runtime/canary_manager.h"
+#include "runtime/fake_engine.h"
+
+namespace kvcanary::runtime {
+
+struct Recorder {
+  std::vector<ViolationRow> rows;
+  std::vector<int64_t> steps;
+  std::vector<PerturbationEvent> events;
+};
+
+// Whether some recorded row has launch tag `tag`, a reason among `bits` and slot `slot`.
+inline bool Caught(const Recorder& recorder, int64_t tag, int64_t bits, int64_t slot) {
+  for (const ViolationRow& row : recorder.rows) {
+    if (row.kernel_kind == tag && (row.fail_reason_bits & bits) && row.slot_idx == slot) {
+      return true;
+    }
+  }
+  return false;
+}
+
+// HEAD records carry no fingerprint: a byte flip is only ever seen by TAIL (or SWEEP).
+inline void ExpectNoHeadRows(const Recorder& recorder, int64_t head_tag) {
+  for (const ViolationRow& row : recorder.rows) EXPECT_NE(row.kernel_kind, head_tag);
+}
+
+inline void Record(CanaryManager& canary, Recorder& recorder) {
+  canary.SetViolationListener([&recorder](const ViolationRow& row, int64_t step) {
+    recorder.rows.push_back(row);
+    recorder.steps.push_back(step);
+  });
+  canary.SetPerturbationListener(
+      [&recorder](const PerturbationEvent& event) { recorder.events.push_back(event); });
+}
+
+inline int CountLines(const testing::CapturingLog& log, const std::string& text) {
+  return static_cast<int>(std::count_if(log.lines.begin(), log.lines.end(), [&](const auto& line) {
+    return line.find(text) != std::string::npos;
+  }));
+}
+
+constexpr int64_t kHeadK = static_cast<int64_t>(CanaryLaunchTag::kHeadKFull);
+constexpr int64_t kTailK = static_cast<int64_t>(CanaryLaunchTag::kTailKFull);
+
+inline testing::FakeEngineOptions PerturbOptions(PerturbConfig perturb) {
+  testing::FakeEngineOptions options;
+  options.config.mode = Mode::kLog;
+  options.config.real_data = RealKvHashMode::kPartial;
+  options.perturb = perturb;
+  return options;
+}
+
+inline PerturbConfig Fire(double PerturbConfig::*kind, int64_t warmup_steps = 2) {
+  PerturbConfig perturb;
+  perturb.*kind = 1.0;
+  perturb.warmup_steps = warmup_steps;
+  perturb.target_group = GroupKind::kFull;
+  perturb.seed = 7;
+  return perturb;
+}
+
+}  // namespace kvcanary::runtime
