@@ -116,6 +116,8 @@ class CanaryManager::Impl final : public PerturbationHost {
   // Every check BeginStep makes of one forward's input, before it changes anything.
   void CheckForwardInput(const ForwardState& forward, const ForwardBatch& batch,
                          const ForwardHostInput& host) const;
+  // The host copies of the batch agree with each other and with the table's width.
+  void CheckHostInput(const ForwardBatch& batch, const ForwardHostInput& host) const;
   void PreForward(int inner);
   void PostForward(int inner);
   void EndStep();

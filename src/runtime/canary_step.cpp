@@ -33,6 +33,11 @@ void CanaryManager::Impl::CheckForwardInput(const ForwardState& forward, const F
                " exceeds pre-allocated write_entry_capacity=", capacities_.write_entry_capacity,
                "; raise max_prefill_tokens or chunked_prefill_size at install");
   }
+  CheckHostInput(batch, host);
+}
+
+void CanaryManager::Impl::CheckHostInput(const ForwardBatch& batch,
+                                         const ForwardHostInput& host) const {
   const int64_t width = args_.req_to_token.size(1);
   for (size_t r = 0; r < host.prefix_lens.size(); ++r) {
     if (host.prefix_lens[r] > width) {
