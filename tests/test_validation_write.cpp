@@ -1,388 +1,321 @@
-// Validation of Write (spec/kernels.md §11, rows W1-W12 with G7-G9). Each case starts from a
-// valid call, breaks one thing, and asserts the exact message and that no output byte changed.
+// Validation of Write (rows W1-W12 with G7-G9). Each row starts from a valid call, breaks one
+// thing, and asserts the exact message and that no output byte changed.
 #include <gtest/gtest.h>
 
 #include <cstdint>
 #include <string>
-#include <vector>
 
 #include "kvcanary/context.h"
 #include "kvcanary/write.h"
 #include "testutil.h"
+#include "validation_table.h"
 #include "validation_util.h"
 
 namespace kvcanary::testing {
 namespace {
 
-class WriteValidation : public ::testing::Test {
- protected:
-  WriteValidation()
-      : state_(8),
-        plan_(1, 2),
-        kv_({8, 64}),
-        input_ids_(HostTensor<int64_t>::Of({11, 12, 13})),
-        positions_(HostTensor<int64_t>::Of({0, 1, 2})),
-        out_cache_loc_(HostTensor<int64_t>::Of({2, 3, 4})),
-        expected_tokens_(input_ids_),
-        expected_positions_(positions_) {
-    state_.canary.values().assign(state_.canary.values().size(), 0xA5);  // "unchanged" must mean
-    state_.ring.values().assign(state_.ring.values().size(), -6);        // something: no zeros
-    state_.write_index[0] = 3;
-    state_.slot_run_counter[0] = 100;
-    state_.kernel_run_counter[0] = 7;
-    plan_.offsets.values() = {0, 2, 3};
-    plan_.seeds.values() = {-1, 1};
-    plan_.num_valid_reqs[0] = 2;
-    args_.context = state_.Context();
-    args_.context.real_kv_sources[0] = MakeRealKvSource(kv_.view(), 1, 64, 32);
-    args_.context.num_real_kv_sources = 1;
-    args_.context.real_kv_hash_mode = static_cast<int32_t>(RealKvHashMode::kAll);
-    args_.plan = plan_.write();
-    args_.input_ids = input_ids_.view();
-    args_.positions = positions_.view();
-    args_.out_cache_loc = out_cache_loc_.view();
+// A valid call: two write rows of 2 and 1 tokens (three tokens in all) over an 8-slot canary
+// buffer with one real-KV source, the input assert off. The outputs hold non-zero bytes, so that
+// "unchanged" means something; `paired` is there for the rows that pass a paired context.
+struct WriteCase : KeptTensors {
+  using OpArgs = WriteArgs;
+  WriteCase() {
+    state.canary.values().assign(state.canary.values().size(), 0xA5);
+    state.ring.values().assign(state.ring.values().size(), -6);
+    state.write_index[0] = 3;
+    state.slot_run_counter[0] = 100;
+    state.kernel_run_counter[0] = 7;
+    plan.offsets.values() = {0, 2, 3};
+    plan.seeds.values() = {-1, 1};
+    plan.num_valid_reqs[0] = 2;
   }
-
-  // Asserts that Write raises exactly `message` and leaves every output byte as it was.
-  void ExpectRejected(const std::string& message) {
-    ByteSnapshot outputs(state_.canary, state_.ring, state_.write_index, state_.slot_run_counter,
-                         state_.kernel_run_counter);
-    EXPECT_KVC_ERROR(Write(args_), message);
-    EXPECT_TRUE(outputs.Unchanged());
+  OpArgs Args() const {
+    WriteArgs args;
+    args.context = state.Context();
+    args.context.real_kv_sources[0] = MakeRealKvSource(kv.view(), 1, 64, 32);
+    args.context.num_real_kv_sources = 1;
+    args.context.real_kv_hash_mode = static_cast<int32_t>(RealKvHashMode::kAll);
+    args.plan = plan.write();
+    args.input_ids = input_ids.view();
+    args.positions = positions.view();
+    args.out_cache_loc = out_cache_loc.view();
+    return args;
   }
+  ByteSnapshot Snapshot() {
+    return ByteSnapshot(state.canary, state.ring, state.write_index, state.slot_run_counter,
+                        state.kernel_run_counter, paired.canary, paired.ring, paired.write_index,
+                        paired.slot_run_counter, paired.kernel_run_counter);
+  }
+  static void Run(const WriteArgs& args) { Write(args); }
 
   // Turns the input assert on with both expected tensors given.
-  void EnableInputAssert() {
-    args_.enable_write_input_assert = true;
-    args_.expected_input_tokens = expected_tokens_.view();
-    args_.expected_input_positions = expected_positions_.view();
+  void EnableInputAssert(WriteArgs& args) const {
+    args.enable_write_input_assert = true;
+    args.expected_input_tokens = expected_tokens.view();
+    args.expected_input_positions = expected_positions.view();
   }
 
-  LaunchContext& context() { return args_.context; }
-  WritePlanView& plan() { return args_.plan; }
-
-  CanaryState state_;
-  PlanBuffers plan_;
-  HostTensor<uint8_t> kv_;
-  HostTensor<int64_t> input_ids_, positions_, out_cache_loc_;
-  HostTensor<int64_t> expected_tokens_, expected_positions_;
-  HostTensor<int64_t> spare_int64_{{4}};  // room for non-contiguous or mis-sized [1] views
-  HostTensor<int32_t> spare_int32_{{4}};
-  WriteArgs args_;
+  CanaryState state{8};
+  CanaryState paired{8};
+  PlanBuffers plan{1, 2};
+  HostTensor<uint8_t> kv{{8, 64}};
+  HostTensor<int64_t> input_ids = HostTensor<int64_t>::Of({11, 12, 13});
+  HostTensor<int64_t> positions = HostTensor<int64_t>::Of({0, 1, 2});
+  HostTensor<int64_t> out_cache_loc = HostTensor<int64_t>::Of({2, 3, 4});
+  HostTensor<int64_t> expected_tokens = input_ids;
+  HostTensor<int64_t> expected_positions = positions;
 };
 
-// --- The valid baseline ---
+using Row = RejectRow<WriteCase>;
+constexpr const char* kAssertOnMessage =
+    "kv-canary: expected input tensors are required when enable_write_input_assert=True";
+constexpr const char* kAssertOffMessage =
+    "kv-canary: expected input tensors must be None when enable_write_input_assert=False";
 
-TEST_F(WriteValidation, ValidBaselineWritesRecordsAndCounts) {
-  Write(args_);
-  EXPECT_EQ(state_.kernel_run_counter[0], 8);
-  EXPECT_EQ(state_.slot_run_counter[0], 103);
-  EXPECT_EQ(state_.record(4).token, 13);
-}
-
-TEST_F(WriteValidation, InputAssertWithBothExpectedTensorsIsAccepted) {
-  EnableInputAssert();
-  Write(args_);
-  EXPECT_EQ(state_.kernel_run_counter[0], 8);
-  EXPECT_EQ(state_.write_index[0], 3);  // inputs equal their expectations: no row
-}
-
-TEST_F(WriteValidation, AbsentInputIdsRaises) {
-  args_.input_ids = TensorView();
-  ExpectRejected("kv-canary: input_ids is required, got None");
-}
-
-// --- W1-W6: source count, contiguity, expected tensors, source layouts ---
-
-TEST_F(WriteValidation, W1MoreThanFourSourcesRaises) {
-  context().num_real_kv_sources = 5;
-  ExpectRejected("kv-canary: at most 4 RealKvSource entries supported by the CUDA ABI, got 5");
-}
-
-TEST_F(WriteValidation, W2CanaryBufNotContiguousRaises) {
-  context().canary_buf = state_.canary.view({4, 32}, {64, 1});
-  ExpectRejected("kv-canary: canary_buf must be contiguous");
-}
-
-TEST_F(WriteValidation, W2PositionsNotContiguousRaises) {
-  args_.positions = Gapped(positions_);
-  ExpectRejected("kv-canary: positions must be contiguous");
-}
-
-TEST_F(WriteValidation, W2OutCacheLocNotContiguousRaises) {
-  args_.out_cache_loc = Gapped(out_cache_loc_);
-  ExpectRejected("kv-canary: out_cache_loc must be contiguous");
-}
-
-TEST_F(WriteValidation, W2ReportsTheFirstNonContiguousTensorInOrder) {
-  args_.input_ids = Gapped(input_ids_);
-  plan().write_offsets = Gapped(plan_.offsets);
-  ExpectRejected("kv-canary: plan.write_offsets must be contiguous");
-}
-
-TEST_F(WriteValidation, W3AssertOnWithoutExpectedTokensRaises) {
-  EnableInputAssert();
-  args_.expected_input_tokens = TensorView();
-  ExpectRejected(
-      "kv-canary: expected input tensors are required when enable_write_input_assert=True");
-}
-
-TEST_F(WriteValidation, W3AssertOnWithoutExpectedPositionsRaises) {
-  EnableInputAssert();
-  args_.expected_input_positions = TensorView();
-  ExpectRejected(
-      "kv-canary: expected input tensors are required when enable_write_input_assert=True");
-}
-
-TEST_F(WriteValidation, W4ExpectedTokensNotContiguousRaises) {
-  EnableInputAssert();
-  args_.expected_input_tokens = Gapped(expected_tokens_);
-  ExpectRejected("kv-canary: expected_input_tokens must be contiguous");
-}
-
-TEST_F(WriteValidation, W4ExpectedPositionsNotContiguousRaises) {
-  EnableInputAssert();
-  args_.expected_input_positions = Gapped(expected_positions_);
-  ExpectRejected("kv-canary: expected_input_positions must be contiguous");
-}
-
-TEST_F(WriteValidation, W5AssertOffWithExpectedTokensRaises) {
-  args_.expected_input_tokens = expected_tokens_.view();
-  ExpectRejected(
-      "kv-canary: expected input tensors must be None when enable_write_input_assert=False");
-}
-
-TEST_F(WriteValidation, W5AssertOffWithExpectedPositionsRaises) {
-  args_.expected_input_positions = expected_positions_.view();
-  ExpectRejected(
-      "kv-canary: expected input tensors must be None when enable_write_input_assert=False");
-}
-
-TEST_F(WriteValidation, W6RingNotContiguousRaises) {
-  context().violation_ring = state_.ring.view({8, 8}, {16, 1});
-  ExpectRejected("kv-canary: violation_ring must be contiguous");
-}
-
-TEST_F(WriteValidation, W6ChainAssertFlagNotContiguousRaises) {
-  context().enable_chain_position_assert = Gapped(spare_int32_);
-  ExpectRejected("kv-canary: enable_chain_position_assert must be contiguous");
-}
-
-TEST_F(WriteValidation, W6SourceNotContiguousRaises) {
-  context().real_kv_sources[0].tensor = kv_.view({4, 64}, {128, 1});
-  ExpectRejected("kv-canary: real_kv_sources[0].tensor must be contiguous");
-}
-
-TEST_F(WriteValidation, W6ThreeDimensionalSourceRaises) {
-  context().real_kv_sources[0].tensor = kv_.view({8, 4, 16});
-  ExpectRejected("kv-canary: real_kv_sources[0].tensor (viewed as uint8) must be 2-D, got 3-D");
-}
-
-TEST_F(WriteValidation, W6HandBuiltSourceIsCheckedLikeAMadeOne) {
-  context().real_kv_sources[0].page_size = 2;
-  ExpectRejected(
-      "kv-canary: RealKvSource row is too narrow for its slot layout: dim-1 is 64 bytes but "
-      "page_size=2 x num_bytes_per_token=64 needs 128");
-}
-
-// --- W7: the canary buffer ---
-
-TEST_F(WriteValidation, W7CanaryBufWrongDTypeRaises) {
-  context().canary_buf = Recast(state_.canary, DType::kBool);
-  ExpectRejected("kv-canary: canary_buf must have dtype torch.uint8, got torch.bool");
-}
-
-TEST_F(WriteValidation, W7CanaryBufNot2DRaises) {
-  context().canary_buf = state_.canary.view({8, 4, 8});
-  ExpectRejected("kv-canary: canary_buf must be 2-D, got shape (8, 4, 8)");
-}
-
-TEST_F(WriteValidation, W7SlotStrideBelow32Raises) {
-  context().canary_buf = state_.canary.view({32, 8});
-  ExpectRejected(
-      "kv-canary: canary_write: slot_stride_bytes must hold at least 32 bytes per slot, got 8");
-}
-
-// --- W8: the plan ---
-
-TEST_F(WriteValidation, W8SeedsWrongDTypeRaises) {
-  plan().write_seed_slot_indices = Recast(plan_.seeds, DType::kInt32);
-  ExpectRejected(
-      "kv-canary: plan.write_seed_slot_indices must have dtype torch.int64, got torch.int32");
-}
-
-TEST_F(WriteValidation, W8SeedsNot1DRaises) {
-  plan().write_seed_slot_indices = plan_.seeds.view({1, 2});
-  ExpectRejected("kv-canary: plan.write_seed_slot_indices must be 1-D, got shape (1, 2)");
-}
-
-TEST_F(WriteValidation, W8OffsetsWrongDTypeRaises) {
-  plan().write_offsets = Recast(plan_.offsets, DType::kUInt64);
-  ExpectRejected("kv-canary: plan.write_offsets must have dtype torch.int64, got torch.uint64");
-}
-
-TEST_F(WriteValidation, W8OffsetsNot1DRaises) {
-  plan().write_offsets = plan_.offsets.view({3, 1});
-  ExpectRejected("kv-canary: plan.write_offsets must be 1-D, got shape (3, 1)");
-}
-
-TEST_F(WriteValidation, W8OffsetsNotCapacityPlusOneRaises) {
-  plan().write_offsets = plan_.offsets.view({2});
-  ExpectRejected(
-      "kv-canary: canary_write: write_offsets.size(0) must equal write_req_capacity + 1 (3), "
-      "got 2");
-}
-
-TEST_F(WriteValidation, W8NumValidReqsWrongDTypeRaises) {
-  plan().write_num_valid_reqs = spare_int64_.view({1});
-  ExpectRejected(
-      "kv-canary: plan.write_num_valid_reqs must have dtype torch.int32, got torch.int64");
-}
-
-TEST_F(WriteValidation, W8NumValidReqsWrongLengthRaises) {
-  plan().write_num_valid_reqs = spare_int32_.view({2});
-  ExpectRejected("kv-canary: plan.write_num_valid_reqs length must be 1, got 2");
-}
-
-// --- W9: the token tensors ---
-
-TEST_F(WriteValidation, W9InputIdsWrongDTypeRaises) {
-  args_.input_ids = Recast(input_ids_, DType::kInt32);
-  ExpectRejected("kv-canary: input_ids must have dtype torch.int64, got torch.int32");
-}
-
-TEST_F(WriteValidation, W9InputIdsNot1DRaises) {
-  args_.input_ids = input_ids_.view({1, 3});
-  ExpectRejected("kv-canary: input_ids must be 1-D, got shape (1, 3)");
-}
-
-TEST_F(WriteValidation, W9PositionsShorterThanInputIdsRaises) {
-  args_.positions = positions_.view({2});
-  ExpectRejected("kv-canary: positions length must be 3, got 2");
-}
-
-TEST_F(WriteValidation, W9OutCacheLocWrongDTypeRaises) {
-  args_.out_cache_loc = Recast(out_cache_loc_, DType::kInt32);
-  ExpectRejected("kv-canary: out_cache_loc must have dtype torch.int64, got torch.int32");
-}
-
-TEST_F(WriteValidation, W9ExpectedTokensWrongLengthRaises) {
-  EnableInputAssert();
-  args_.expected_input_tokens = expected_tokens_.view({2});
-  ExpectRejected("kv-canary: expected_input_tokens length must be 3, got 2");
-}
-
-TEST_F(WriteValidation, W9ExpectedPositionsWrongDTypeRaises) {
-  EnableInputAssert();
-  args_.expected_input_positions = Recast(expected_positions_, DType::kFloat64);
-  ExpectRejected(
-      "kv-canary: expected_input_positions must have dtype torch.int64, got torch.float64");
-}
-
-// --- W10: ring, counters, chain-assert flag ---
-
-TEST_F(WriteValidation, W10WriteIndexWrongLengthRaises) {
-  context().violation_write_index = spare_int32_.view({4});
-  ExpectRejected("kv-canary: violation_write_index length must be 1, got 4");
-}
-
-TEST_F(WriteValidation, W10RingWithoutEightColumnsRaises) {
-  context().violation_ring = state_.ring.view({8, 16});
-  ExpectRejected("kv-canary: violation_ring must have 8 columns, got shape (8, 16)");
-}
-
-TEST_F(WriteValidation, W10SlotRunCounterWrongDTypeRaises) {
-  context().slot_run_counter = spare_int32_.view({1});
-  ExpectRejected("kv-canary: slot_run_counter must have dtype torch.int64, got torch.int32");
-}
-
-TEST_F(WriteValidation, W10ChainAssertFlagWrongDTypeRaises) {
-  context().enable_chain_position_assert = spare_int64_.view({1});
-  ExpectRejected(
-      "kv-canary: enable_chain_position_assert must have dtype torch.int32, got torch.int64");
-}
-
-TEST_F(WriteValidation, W10ChainAssertFlagWrongLengthRaises) {
-  context().enable_chain_position_assert = spare_int32_.view({0});
-  ExpectRejected("kv-canary: enable_chain_position_assert length must be 1, got 0");
-}
-
-// --- W11, W12, G8, G9 ---
-
-TEST_F(WriteValidation, W11NegativeSourceCountRaises) {
-  context().num_real_kv_sources = -1;
-  ExpectRejected("kv-canary: canary_write: num_sources must be in [0, 4], got -1");
-}
-
-TEST_F(WriteValidation, PairedContextIsValidatedBeforeAnythingIsWritten) {
-  CanaryState paired(8);
-  args_.paired_context = paired.Context();
-  args_.paired_context->num_real_kv_sources = -1;
-  ExpectRejected("kv-canary: canary_write: num_sources must be in [0, 4], got -1");
-  EXPECT_EQ(paired.kernel_run_counter[0], 0);
-}
-
-TEST_F(WriteValidation, W12UnknownHashModeRaises) {
-  context().real_kv_hash_mode = 3;
-  ExpectRejected("kv-canary: real_kv_hash_mode must be one of 0/1/2, got 3");
-}
-
-TEST_F(WriteValidation, W12RingOnAnotherDeviceRaises) {
-  context().violation_ring = OnCuda(state_.ring);
-  ExpectRejected("kv-canary: violation_ring must be on canary_buf's device cpu, got cuda:0");
-}
-
-TEST_F(WriteValidation, W12SourceOnAnotherDeviceRaises) {
-  context().real_kv_sources[0].tensor = OnCuda(kv_);
-  ExpectRejected(
-      "kv-canary: real_kv_sources[0].tensor must be on canary_buf's device cpu, got cuda:0");
-}
-
-TEST_F(WriteValidation, W12ChainAssertFlagOnAnotherDeviceRaises) {
-  context().enable_chain_position_assert = OnCuda(state_.chain_assert);
-  ExpectRejected(
-      "kv-canary: enable_chain_position_assert must be on canary_buf's device cpu, got cuda:0");
-}
-
-TEST_F(WriteValidation, W12InputIdsOnAnotherDeviceRaises) {
-  args_.input_ids = OnCuda(input_ids_);
-  ExpectRejected("kv-canary: input_ids must be on canary_buf's device cpu, got cuda:0");
-}
-
-TEST_F(WriteValidation, W12ExpectedPositionsOnAnotherDeviceRaises) {
-  EnableInputAssert();
-  args_.expected_input_positions = OnCuda(expected_positions_);
-  ExpectRejected(
-      "kv-canary: expected_input_positions must be on canary_buf's device cpu, got cuda:0");
-}
-
-TEST_F(WriteValidation, G8ReadOnlyCanaryBufRaises) {
-  context().canary_buf = state_.canary.read_only_view();
-  ExpectRejected("kv-canary: canary_buf must be writable");
-}
-
-TEST_F(WriteValidation, G8ReadOnlyWriteIndexRaises) {
-  context().violation_write_index = state_.write_index.read_only_view();
-  ExpectRejected("kv-canary: violation_write_index must be writable");
-}
-
+const Row kRows[] = {
+    {"AbsentInputIds", [](auto&, auto& a) { a.input_ids = TensorView(); },
+     "kv-canary: input_ids is required, got None"},
+    // W1-W6: source count, contiguity, expected tensors, source layouts.
+    {"W1MoreThanFourSources", [](auto&, auto& a) { a.context.num_real_kv_sources = 5; },
+     "kv-canary: at most 4 RealKvSource entries supported by the CUDA ABI, got 5"},
+    {"W2CanaryBufNotContiguous",
+     [](auto& c, auto& a) {
+       a.context.canary_buf = c.state.canary.view({4, 32}, {64, 1});
+     },
+     "kv-canary: canary_buf must be contiguous"},
+    {"W2PositionsNotContiguous", [](auto& c, auto& a) { a.positions = Gapped(c.positions); },
+     "kv-canary: positions must be contiguous"},
+    {"W2OutCacheLocNotContiguous",
+     [](auto& c, auto& a) { a.out_cache_loc = Gapped(c.out_cache_loc); },
+     "kv-canary: out_cache_loc must be contiguous"},
+    {"W2ReportsTheFirstNonContiguousTensorInOrder",
+     [](auto& c, auto& a) {
+       a.input_ids = Gapped(c.input_ids);
+       a.plan.write_offsets = Gapped(c.plan.offsets);
+     },
+     "kv-canary: plan.write_offsets must be contiguous"},
+    {"W3AssertOnWithoutExpectedTokens",
+     [](auto& c, auto& a) {
+       c.EnableInputAssert(a);
+       a.expected_input_tokens = TensorView();
+     },
+     kAssertOnMessage},
+    {"W3AssertOnWithoutExpectedPositions",
+     [](auto& c, auto& a) {
+       c.EnableInputAssert(a);
+       a.expected_input_positions = TensorView();
+     },
+     kAssertOnMessage},
+    {"W4ExpectedTokensNotContiguous",
+     [](auto& c, auto& a) {
+       c.EnableInputAssert(a);
+       a.expected_input_tokens = Gapped(c.expected_tokens);
+     },
+     "kv-canary: expected_input_tokens must be contiguous"},
+    {"W4ExpectedPositionsNotContiguous",
+     [](auto& c, auto& a) {
+       c.EnableInputAssert(a);
+       a.expected_input_positions = Gapped(c.expected_positions);
+     },
+     "kv-canary: expected_input_positions must be contiguous"},
+    {"W5AssertOffWithExpectedTokens",
+     [](auto& c, auto& a) { a.expected_input_tokens = c.expected_tokens.view(); },
+     kAssertOffMessage},
+    {"W5AssertOffWithExpectedPositions",
+     [](auto& c, auto& a) { a.expected_input_positions = c.expected_positions.view(); },
+     kAssertOffMessage},
+    {"W6RingNotContiguous",
+     [](auto& c, auto& a) {
+       a.context.violation_ring = c.state.ring.view({8, 8}, {16, 1});
+     },
+     "kv-canary: violation_ring must be contiguous"},
+    {"W6ChainAssertFlagNotContiguous",
+     [](auto& c, auto& a) {
+       a.context.enable_chain_position_assert = Gapped(c.Keep(HostTensor<int32_t>({4})));
+     },
+     "kv-canary: enable_chain_position_assert must be contiguous"},
+    {"W6SourceNotContiguous",
+     [](auto& c, auto& a) {
+       a.context.real_kv_sources[0].tensor = c.kv.view({4, 64}, {128, 1});
+     },
+     "kv-canary: real_kv_sources[0].tensor must be contiguous"},
+    {"W6ThreeDimensionalSource",
+     [](auto& c, auto& a) {
+       a.context.real_kv_sources[0].tensor = c.kv.view({8, 4, 16});
+     },
+     "kv-canary: real_kv_sources[0].tensor (viewed as uint8) must be 2-D, got 3-D"},
+    {"W6HandBuiltSourceIsCheckedLikeAMadeOne",
+     [](auto&, auto& a) { a.context.real_kv_sources[0].page_size = 2; },
+     "kv-canary: RealKvSource row is too narrow for its slot layout: dim-1 is 64 bytes but "
+     "page_size=2 x num_bytes_per_token=64 needs 128"},
+    // W7: the canary buffer.
+    {"W7CanaryBufWrongDType",
+     [](auto& c, auto& a) { a.context.canary_buf = Recast(c.state.canary, DType::kBool); },
+     "kv-canary: canary_buf must have dtype torch.uint8, got torch.bool"},
+    {"W7CanaryBufNot2D",
+     [](auto& c, auto& a) {
+       a.context.canary_buf = c.state.canary.view({8, 4, 8});
+     },
+     "kv-canary: canary_buf must be 2-D, got shape (8, 4, 8)"},
+    {"W7SlotStrideBelow32",
+     [](auto& c, auto& a) {
+       a.context.canary_buf = c.state.canary.view({32, 8});
+     },
+     "kv-canary: canary_write: slot_stride_bytes must hold at least 32 bytes per slot, got 8"},
+    // W8: the plan.
+    {"W8SeedsWrongDType",
+     [](auto& c, auto& a) { a.plan.write_seed_slot_indices = Recast(c.plan.seeds, DType::kInt32); },
+     "kv-canary: plan.write_seed_slot_indices must have dtype torch.int64, got torch.int32"},
+    {"W8SeedsNot1D",
+     [](auto& c, auto& a) {
+       a.plan.write_seed_slot_indices = c.plan.seeds.view({1, 2});
+     },
+     "kv-canary: plan.write_seed_slot_indices must be 1-D, got shape (1, 2)"},
+    {"W8OffsetsWrongDType",
+     [](auto& c, auto& a) { a.plan.write_offsets = Recast(c.plan.offsets, DType::kUInt64); },
+     "kv-canary: plan.write_offsets must have dtype torch.int64, got torch.uint64"},
+    {"W8OffsetsNot1D",
+     [](auto& c, auto& a) {
+       a.plan.write_offsets = c.plan.offsets.view({3, 1});
+     },
+     "kv-canary: plan.write_offsets must be 1-D, got shape (3, 1)"},
+    {"W8OffsetsNotCapacityPlusOne",
+     [](auto& c, auto& a) { a.plan.write_offsets = c.plan.offsets.view({2}); },
+     "kv-canary: canary_write: write_offsets.size(0) must equal write_req_capacity + 1 (3), got 2"},
+    {"W8NumValidReqsWrongDType",
+     [](auto& c, auto& a) {
+       a.plan.write_num_valid_reqs = c.Keep(HostTensor<int64_t>({1})).view();
+     },
+     "kv-canary: plan.write_num_valid_reqs must have dtype torch.int32, got torch.int64"},
+    {"W8NumValidReqsWrongLength",
+     [](auto& c, auto& a) {
+       a.plan.write_num_valid_reqs = c.Keep(HostTensor<int32_t>({2})).view();
+     },
+     "kv-canary: plan.write_num_valid_reqs length must be 1, got 2"},
+    // W9: the token tensors.
+    {"W9InputIdsWrongDType",
+     [](auto& c, auto& a) { a.input_ids = Recast(c.input_ids, DType::kInt32); },
+     "kv-canary: input_ids must have dtype torch.int64, got torch.int32"},
+    {"W9InputIdsNot1D",
+     [](auto& c, auto& a) {
+       a.input_ids = c.input_ids.view({1, 3});
+     },
+     "kv-canary: input_ids must be 1-D, got shape (1, 3)"},
+    {"W9PositionsShorterThanInputIds",
+     [](auto& c, auto& a) { a.positions = c.positions.view({2}); },
+     "kv-canary: positions length must be 3, got 2"},
+    {"W9OutCacheLocWrongDType",
+     [](auto& c, auto& a) { a.out_cache_loc = Recast(c.out_cache_loc, DType::kInt32); },
+     "kv-canary: out_cache_loc must have dtype torch.int64, got torch.int32"},
+    {"W9ExpectedTokensWrongLength",
+     [](auto& c, auto& a) {
+       c.EnableInputAssert(a);
+       a.expected_input_tokens = c.expected_tokens.view({2});
+     },
+     "kv-canary: expected_input_tokens length must be 3, got 2"},
+    {"W9ExpectedPositionsWrongDType",
+     [](auto& c, auto& a) {
+       c.EnableInputAssert(a);
+       a.expected_input_positions = Recast(c.expected_positions, DType::kFloat64);
+     },
+     "kv-canary: expected_input_positions must have dtype torch.int64, got torch.float64"},
+    // W10: ring, counters, chain-assert flag.
+    {"W10WriteIndexWrongLength",
+     [](auto& c, auto& a) {
+       a.context.violation_write_index = c.KeepOutput(Poisoned<int32_t>({4})).view();
+     },
+     "kv-canary: violation_write_index length must be 1, got 4"},
+    {"W10RingWithoutEightColumns",
+     [](auto& c, auto& a) {
+       a.context.violation_ring = c.state.ring.view({8, 16});
+     },
+     "kv-canary: violation_ring must have 8 columns, got shape (8, 16)"},
+    {"W10SlotRunCounterWrongDType",
+     [](auto& c, auto& a) {
+       a.context.slot_run_counter = c.KeepOutput(Poisoned<int32_t>({1})).view();
+     },
+     "kv-canary: slot_run_counter must have dtype torch.int64, got torch.int32"},
+    {"W10ChainAssertFlagWrongDType",
+     [](auto& c, auto& a) {
+       a.context.enable_chain_position_assert = c.Keep(HostTensor<int64_t>({1})).view();
+     },
+     "kv-canary: enable_chain_position_assert must have dtype torch.int32, got torch.int64"},
+    {"W10ChainAssertFlagWrongLength",
+     [](auto& c, auto& a) {
+       a.context.enable_chain_position_assert = c.Keep(HostTensor<int32_t>({4})).view({0});
+     },
+     "kv-canary: enable_chain_position_assert length must be 1, got 0"},
+    // W11, W12, G8, G9.
+    {"W11NegativeSourceCount", [](auto&, auto& a) { a.context.num_real_kv_sources = -1; },
+     "kv-canary: canary_write: num_sources must be in [0, 4], got -1"},
+    {"PairedContextIsValidatedBeforeAnythingIsWritten",
+     [](auto& c, auto& a) {
+       a.paired_context = c.paired.Context();
+       a.paired_context->num_real_kv_sources = -1;
+     },
+     "kv-canary: canary_write: num_sources must be in [0, 4], got -1"},
+    {"W12UnknownHashMode", [](auto&, auto& a) { a.context.real_kv_hash_mode = 3; },
+     "kv-canary: real_kv_hash_mode must be one of 0/1/2, got 3"},
+    {"W12RingOnAnotherDevice",
+     [](auto& c, auto& a) { a.context.violation_ring = OnCuda(c.state.ring); },
+     "kv-canary: violation_ring must be on canary_buf's device cpu, got cuda:0"},
+    {"W12SourceOnAnotherDevice",
+     [](auto& c, auto& a) { a.context.real_kv_sources[0].tensor = OnCuda(c.kv); },
+     "kv-canary: real_kv_sources[0].tensor must be on canary_buf's device cpu, got cuda:0"},
+    {"W12ChainAssertFlagOnAnotherDevice",
+     [](auto& c, auto& a) {
+       a.context.enable_chain_position_assert = OnCuda(c.state.chain_assert);
+     },
+     "kv-canary: enable_chain_position_assert must be on canary_buf's device cpu, got cuda:0"},
+    {"W12InputIdsOnAnotherDevice", [](auto& c, auto& a) { a.input_ids = OnCuda(c.input_ids); },
+     "kv-canary: input_ids must be on canary_buf's device cpu, got cuda:0"},
+    {"W12ExpectedPositionsOnAnotherDevice",
+     [](auto& c, auto& a) {
+       c.EnableInputAssert(a);
+       a.expected_input_positions = OnCuda(c.expected_positions);
+     },
+     "kv-canary: expected_input_positions must be on canary_buf's device cpu, got cuda:0"},
+    {"G8ReadOnlyCanaryBuf",
+     [](auto& c, auto& a) { a.context.canary_buf = c.state.canary.read_only_view(); },
+     "kv-canary: canary_buf must be writable"},
+    {"G8ReadOnlyWriteIndex",
+     [](auto& c, auto& a) {
+       a.context.violation_write_index = c.state.write_index.read_only_view();
+     },
+     "kv-canary: violation_write_index must be writable"},
 #if !defined(KVC_HAVE_CUDA)
-TEST_F(WriteValidation, G9CudaWithoutTheCudaBackendRaises) {
-  args_.context.canary_buf = OnCuda(state_.canary);
-  args_.context.violation_ring = OnCuda(state_.ring);
-  args_.context.violation_write_index = OnCuda(state_.write_index);
-  args_.context.slot_run_counter = OnCuda(state_.slot_run_counter);
-  args_.context.kernel_run_counter = OnCuda(state_.kernel_run_counter);
-  args_.context.enable_chain_position_assert = OnCuda(state_.chain_assert);
-  args_.context.real_kv_sources[0].tensor = OnCuda(kv_);
-  args_.plan =
-      WritePlanView{OnCuda(plan_.offsets), OnCuda(plan_.seeds), OnCuda(plan_.num_valid_reqs)};
-  args_.input_ids = OnCuda(input_ids_);
-  args_.positions = OnCuda(positions_);
-  args_.out_cache_loc = OnCuda(out_cache_loc_);
-  ExpectRejected("kv-canary: canary_buf is on unsupported device cuda:0");
-}
+    {"G9CudaWithoutTheCudaBackend",
+     [](auto&, auto& a) {
+       LaunchContext& c = a.context;
+       WritePlanView& p = a.plan;
+       MoveToDevice(Device::CUDA(0),
+                    {&c.canary_buf, &c.violation_ring, &c.violation_write_index,
+                     &c.slot_run_counter, &c.kernel_run_counter, &c.enable_chain_position_assert,
+                     &c.real_kv_sources[0].tensor, &p.write_offsets, &p.write_seed_slot_indices,
+                     &p.write_num_valid_reqs, &a.input_ids, &a.positions, &a.out_cache_loc});
+     },
+     "kv-canary: canary_buf is on unsupported device cuda:0"},
 #endif
+};
+
+KVC_REJECTION_TABLE(WriteRejects, WriteCase, kRows);
+
+TEST(WriteValidation, ValidBaselineWritesRecordsAndCounts) {
+  WriteCase c;
+  Write(c.Args());
+  EXPECT_EQ(c.state.kernel_run_counter[0], 8);
+  EXPECT_EQ(c.state.slot_run_counter[0], 103);
+  EXPECT_EQ(c.state.record(4).token, 13);
+}
+
+TEST(WriteValidation, InputAssertWithBothExpectedTensorsIsAccepted) {
+  WriteCase c;
+  WriteArgs args = c.Args();
+  c.EnableInputAssert(args);
+  Write(args);
+  EXPECT_EQ(c.state.kernel_run_counter[0], 8);
+  EXPECT_EQ(c.state.write_index[0], 3);  // inputs equal their expectations: no row
+}
 
 }  // namespace
 }  // namespace kvcanary::testing
