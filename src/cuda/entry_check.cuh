@@ -1,0 +1,82 @@
+// EntryCheckKernel: the one kernel of Verify and FusedVerify, a grid-stride pass over a launch's
+// verify entries. Each entry is independent: its record loads and the real-KV fold run in parallel
+// across the grid, and the grid fills every SM whatever the batch, so the kernel runs at memory
+// speed. Each thread checks kEntriesPerThread entries per round, first all their loads (no store
+// can come between them, so the compiler keeps every load in flight at once), then records the
+// rare failures, re-running the check of a failing entry to build its row.
+//
+// Where an entry comes from is the policy, chosen by the params type:
+//   VerifyParams       the entry is read from the plan arrays (SGLang's verify)
+//   FusedVerifyParams  the entry is derived from the plan inputs: its row by binary search over
+//                      the stage-1 offsets, then the req_to_token cells of its position and the one
+//                      before, coalesced across the warp (consecutive threads hold consecutive
+//                      entries); a predecessor record is the one the neighbouring thread loads
+// A paired launch checks the K and V halves of a group in the same pass (deriving or reading each
+// entry once per half: the second time hits the cache, and holding entries across halves would
+// cost the registers that keep loads in flight); each half keeps its own counters and rows, so the
+// result equals two separate launches.
+#pragma once
+
+#include "core/verify_math.h"
+#include "core/wrap.h"
+#include "cuda/launch.cuh"
+
+namespace kvcanary::cuda {
+
+inline constexpr int kEntryCheckThreads = 256;
+inline constexpr int kEntriesPerThread = 4;
+
+// The policy: how many entries a launch checks (none when disabled), and entry e.
+__device__ inline int64_t EntryCount(const VerifyParams& p) {
+  return *p.enable != 0 ? ClampCount(*p.num_valid, p.capacity) : 0;  // D2
+}
+__device__ inline int64_t EntryCount(const FusedVerifyParams& p) { return FusedEntryCount(p); }
+__device__ inline VerifyEntry EntryAt(const VerifyParams& p, int64_t e) { return PlannedEntry(p, e); }
+__device__ inline VerifyEntry EntryAt(const FusedVerifyParams& p, int64_t e) {
+  return FusedEntry(p, e);
+}
+
+template <typename Params>
+__global__ void __launch_bounds__(kEntryCheckThreads, 4)
+    EntryCheckKernel(const __grid_constant__ Halves<Params> v) {
+  const int64_t n = EntryCount(v.half[0]);  // the plan is shared by the halves
+  const int64_t stride = int64_t{gridDim.x} * blockDim.x;
+  const int64_t first = int64_t{blockIdx.x} * blockDim.x + threadIdx.x;
+  if (first < v.num_halves) {
+    const Params& half = v.half[first];
+    AddToCounter(half.launch.kernel_run_counter, 1);  // every launch, enabled or not
+    if (*half.enable != 0) AddToCounter(half.launch.slot_run_counter, n);
+  }
+  for (int64_t base = first; base < n; base += kEntriesPerThread * stride) {
+    for (int h = 0; h < v.num_halves; ++h) {
+      const Params& half = v.half[h];
+      int64_t bits[kEntriesPerThread];
+      ViolationRow unused;
+#pragma unroll
+      for (int j = 0; j < kEntriesPerThread; ++j) {
+        const int64_t e = base + j * stride;
+        bits[j] = e < n ? CheckEntry(half.launch, half.check_token, EntryAt(half, e), &unused) : 0;
+      }
+#pragma unroll
+      for (int j = 0; j < kEntriesPerThread; ++j) {
+        if (bits[j] == 0) continue;
+        ViolationRow row;
+        CheckEntry(half.launch, half.check_token, EntryAt(half, base + j * stride), &row);
+        RecordViolation(half.launch, row);
+      }
+    }
+  }
+}
+
+// Enqueues the entry check of `v` on `stream`. REQUIRES: validated params; the current device is
+// the tensors' device. The grid is sized by the capacity, never by device values: small plans
+// still spread over many SMs, and a captured graph replays with any count.
+template <typename Params>
+cudaError_t LaunchEntryCheck(const Halves<Params>& v, cudaStream_t stream) {
+  const int blocks =
+      PersistentGrid(EntryCheckKernel<Params>, kEntryCheckThreads, v.half[0].capacity);
+  EntryCheckKernel<Params><<<blocks, kEntryCheckThreads, 0, stream>>>(v);
+  return cudaGetLastError();
+}
+
+}  // namespace kvcanary::cuda
