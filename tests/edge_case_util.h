@@ -50,16 +50,9 @@ struct PlanCase {
 inline PlanArgs PlanArgsOf(const PlanCase& c, const PlanBuffers& out, const HostTensor<int64_t>& rp,
                            const HostTensor<int64_t>& prefix, const HostTensor<int64_t>& extend,
                            const HostTensor<int64_t>& lut, const HostTensor<int64_t>& valid_lens) {
-  PlanArgs args;
-  args.verify_plan_out = out.verify();
-  args.write_plan_out = out.write();
-  args.inputs.req_pool_indices = rp.view();
-  args.inputs.prefix_lens = prefix.view();
-  args.inputs.extend_seq_lens = extend.view();
-  args.inputs.req_to_token = c.req_to_token.view();
+  PlanArgs args = PlanCallOver(out, rp.view(), prefix.view(), extend.view(), c.req_to_token.view());
   args.inputs.swa_window_size = c.window;
   if (!c.lut.empty()) args.inputs.full_to_swa_index_mapping = lut.view();
-  args.verify_capacity = out.slots.shape()[0];
   if (c.pool.has_value()) {
     args.inputs.req_to_verify_expected_tokens = c.pool->view();
     args.inputs.req_to_verify_expected_tokens_valid_lens = valid_lens.view();

@@ -40,15 +40,9 @@ struct PlanCase : KeptTensors {
   }
 
   OpArgs Args() const {
-    PlanArgs args;
-    args.verify_plan_out = plan.verify();
-    args.write_plan_out = plan.write();
-    args.inputs.req_pool_indices = req_pool_indices.view();
-    args.inputs.prefix_lens = prefix_lens.view();
-    args.inputs.extend_seq_lens = extend_seq_lens.view();
-    args.inputs.req_to_token = req_to_token.view();
+    PlanArgs args = PlanCallOver(plan, req_pool_indices.view(), prefix_lens.view(),
+                                 extend_seq_lens.view(), req_to_token.view());
     args.inputs.full_to_swa_index_mapping = lut.view();
-    args.verify_capacity = kVerifyCapacity;
     args.inputs.req_to_verify_expected_tokens = pool.view();
     args.inputs.req_to_verify_expected_tokens_valid_lens = valid_lens.view();
     args.verify_offsets_scratch = scratch.view();

@@ -36,14 +36,8 @@ class ChainVectors : public BackendTest {
     HostTensor<int64_t> rp = HostTensor<int64_t>::Of({1});
     HostTensor<int64_t> prefix_lens = HostTensor<int64_t>::Of({prefix});
     HostTensor<int64_t> extend_lens = HostTensor<int64_t>::Of({extend});
-    PlanArgs args;
-    args.verify_plan_out = plan.verify();
-    args.write_plan_out = plan.write();
-    args.inputs.req_pool_indices = rp.view();
-    args.inputs.prefix_lens = prefix_lens.view();
-    args.inputs.extend_seq_lens = extend_lens.view();
-    args.inputs.req_to_token = req_to_token.view();
-    args.verify_capacity = 16;
+    PlanArgs args = testing::PlanCallOver(plan, rp.view(), prefix_lens.view(), extend_lens.view(),
+                                          req_to_token.view());
     args.inputs.req_to_verify_expected_tokens = pool;
     args.inputs.req_to_verify_expected_tokens_valid_lens = valid_lens;
     backend.Plan(args);
@@ -283,15 +277,8 @@ class PlanHandCases : public BackendTest {
     HostTensor<int64_t> rp_t = HostTensor<int64_t>::Of(rp);
     HostTensor<int64_t> prefix_t = HostTensor<int64_t>::Of(prefix);
     HostTensor<int64_t> extend_t = HostTensor<int64_t>::Of(extend);
-    PlanArgs args;
-    args.verify_plan_out = plan_.verify();
-    args.write_plan_out = plan_.write();
-    args.inputs.req_pool_indices = rp_t.view();
-    args.inputs.prefix_lens = prefix_t.view();
-    args.inputs.extend_seq_lens = extend_t.view();
-    args.inputs.req_to_token = req_to_token.view();
-    args.verify_capacity = verify_capacity;
-    backend.Plan(args);
+    backend.Plan(testing::PlanCallOver(plan_, rp_t.view(), prefix_t.view(), extend_t.view(),
+                                       req_to_token.view()));
   }
 
   void ExpectEntries(const std::vector<int64_t>& slots, const std::vector<int64_t>& prevs,
@@ -395,19 +382,13 @@ class PlanSwaCases : public BackendTest {
     HostTensor<int64_t> rp = HostTensor<int64_t>::Of(in.rp);
     HostTensor<int64_t> prefix = HostTensor<int64_t>::Of(in.prefix);
     HostTensor<int64_t> extend = HostTensor<int64_t>::Of(in.extend);
-    PlanArgs args;
-    args.verify_plan_out = plan.verify();
-    args.write_plan_out = plan.write();
-    args.inputs.req_pool_indices = rp.view();
-    args.inputs.prefix_lens = prefix.view();
-    args.inputs.extend_seq_lens = extend.view();
-    args.inputs.req_to_token = req_to_token.view();
+    PlanArgs args =
+        testing::PlanCallOver(plan, rp.view(), prefix.view(), extend.view(), req_to_token.view());
     args.inputs.swa_window_size = in.window;
     if (in.lut) args.inputs.full_to_swa_index_mapping = in.lut->view();
     if (in.pool) args.inputs.req_to_verify_expected_tokens = in.pool->view();
     if (in.valid_lens) args.inputs.req_to_verify_expected_tokens_valid_lens = in.valid_lens->view();
     args.inputs.kv_token_id_vs_position_offset = in.offset;
-    args.verify_capacity = capacity;
     backend.Plan(args);
     return plan;
   }

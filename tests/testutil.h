@@ -32,7 +32,9 @@ struct AlignedAllocator {
   AlignedAllocator() = default;
   template <typename U>
   AlignedAllocator(const AlignedAllocator<U>&) {}
-  T* allocate(size_t n) { return static_cast<T*>(::operator new(n * sizeof(T), std::align_val_t{64})); }
+  T* allocate(size_t n) {
+    return static_cast<T*>(::operator new(n * sizeof(T), std::align_val_t{64}));
+  }
   void deallocate(T* p, size_t) { ::operator delete(p, std::align_val_t{64}); }
   bool operator==(const AlignedAllocator&) const { return true; }
 };
@@ -62,8 +64,8 @@ class HostTensor {
   // The same memory seen with other shape/strides (for layout checks).
   TensorView view(std::vector<int64_t> shape, std::vector<int64_t> strides = {},
                   bool writable = true) const {
-    return TensorView(const_cast<T*>(values_.data()), DTypeOf<T>(), Device::CPU(),
-                      std::move(shape), std::move(strides), writable);
+    return TensorView(const_cast<T*>(values_.data()), DTypeOf<T>(), Device::CPU(), std::move(shape),
+                      std::move(strides), writable);
   }
   TensorView read_only_view() const { return view(shape_, {}, false); }
 
@@ -178,6 +180,22 @@ struct PlanBuffers {
   HostTensor<int32_t> num_valid_reqs;
 };
 
+// A plan call that writes into `plan` (its entry arrays and write plan; the capacity is its
+// arrays') and reads this batch and table; the other inputs are left for the caller.
+inline PlanArgs PlanCallOver(const PlanBuffers& plan, const TensorView& req_pool_indices,
+                             const TensorView& prefix_lens, const TensorView& extend_seq_lens,
+                             const TensorView& req_to_token) {
+  PlanArgs args;
+  args.verify_plan_out = plan.verify();
+  args.write_plan_out = plan.write();
+  args.inputs.req_pool_indices = req_pool_indices;
+  args.inputs.prefix_lens = prefix_lens;
+  args.inputs.extend_seq_lens = extend_seq_lens;
+  args.inputs.req_to_token = req_to_token;
+  args.verify_capacity = plan.slots.shape()[0];
+  return args;
+}
+
 }  // namespace kvcanary::testing
 
 namespace kvcanary {
@@ -202,12 +220,12 @@ inline std::ostream& operator<<(std::ostream& out, const Record& r) {
 }  // namespace kvcanary
 
 // Asserts that `statement` throws kvcanary::Error with exactly `message`.
-#define EXPECT_KVC_ERROR(statement, message)                                        \
-  do {                                                                              \
-    try {                                                                           \
-      statement;                                                                    \
-      ADD_FAILURE() << "expected kvcanary::Error: " << (message);                   \
-    } catch (const ::kvcanary::Error& error) {                                      \
-      EXPECT_EQ(std::string(error.what()), std::string(message));                  \
-    }                                                                               \
+#define EXPECT_KVC_ERROR(statement, message)                      \
+  do {                                                            \
+    try {                                                         \
+      statement;                                                  \
+      ADD_FAILURE() << "expected kvcanary::Error: " << (message); \
+    } catch (const ::kvcanary::Error& error) {                    \
+      EXPECT_EQ(std::string(error.what()), std::string(message)); \
+    }                                                             \
   } while (0)
