@@ -3,9 +3,10 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
-#include "random_inputs.h"
+#include "sweep_case.h"
 
 namespace kvcanary::testing {
 

@@ -1,0 +1,218 @@
+// Phases 2-3 of the step protocol captured in a CUDA graph with the model's KV write and replayed
+// over changing batches, against eager CUDA and CPU runs of the same steps; and graph capture
+// refused on the CPU. Every test skips without a device.
+#include <gtest/gtest.h>
+
+#include <cstddef>
+#include <functional>
+#include <stdexcept>
+#include <string>
+
+#include "kvcanary/error.h"
+#include "kvcanary/runtime/canary_manager.h"
+#include "kvcanary/runtime/device_memory.h"
+#include "runtime/canary_cuda_util.h"
+#include "runtime/fake_engine.h"
+
+#ifdef KVC_HAVE_CUDA
+#include <cuda_runtime.h>
+#endif
+
+namespace kvcanary::runtime {
+namespace {
+
+using testing::FakeEngine;
+using testing::FakeEngineOptions;
+using testing::PreparedStep;
+
+TEST(CanaryCuda, GraphCaptureIsRefusedOnTheCpu) {
+  KVC_SKIP_WITHOUT_CUDA();
+  FakeEngineOptions options = LogOptions();
+  options.graph_capture = true;
+  EXPECT_THROW(FakeEngine engine(options), Error);
+  options.device = Device::CUDA(0);
+  EXPECT_NO_THROW(FakeEngine engine(options));
+}
+
+#ifdef KVC_HAVE_CUDA
+
+void CudaCheck(cudaError_t status, const char* what) {
+  if (status != cudaSuccess) {
+    throw std::runtime_error(std::string(what) + " failed: " + cudaGetErrorString(status));
+  }
+}
+
+// A captured graph and its executable, destroyed before the engine whose buffers it names.
+struct Graph {
+  Graph() = default;
+  Graph(const Graph&) = delete;
+  Graph& operator=(const Graph&) = delete;
+  ~Graph() {
+    if (exec != nullptr) cudaGraphExecDestroy(exec);
+    if (graph != nullptr) cudaGraphDestroy(graph);
+  }
+  cudaGraph_t graph = nullptr;
+  cudaGraphExec_t exec = nullptr;
+  size_t nodes = 0;
+  int replays = 0;
+};
+
+enum class Forward { kCpuEager, kCudaEager, kCudaGraph };
+
+constexpr int64_t kPaddedBs = 4;  // three live decode rows and one padding row, every step
+constexpr int kDecodeSteps = 10;
+
+// Runs a decode-only step of fixed shape in a captured graph: the first call captures phase 2,
+// the model's KV write (a copy of the host pool) and phase 3, then launches the graph; later
+// calls write the step's batch into the same device buffers and replay it.
+void GraphDecodeStep(FakeEngine& engine, Graph& graph) {
+  const PreparedStep step = engine.PrepareStep(kPaddedBs);
+  const ForwardBatch& batch = step.input.forwards[0];
+  if (batch.batch_size != kPaddedBs || batch.num_tokens != kPaddedBs) {
+    throw std::runtime_error("a replayed step changed the captured shape");
+  }
+  const auto stream = static_cast<cudaStream_t>(engine.stream());
+  engine.canary->BeginStep(step.input);  // phase 1: host, outside the graph
+  engine.WriteKv(step);                  // the host pool; the graph copies it to the device
+  if (graph.exec == nullptr) {
+    CudaCheck(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal),
+              "cudaStreamBeginCapture");
+    if (!IsStreamCapturing(engine.device(), engine.stream())) {
+      throw std::runtime_error("the stream is not capturing");
+    }
+    engine.canary->PreForward(0);
+    engine.EnqueuePoolCopy();
+    engine.canary->PostForward(0);
+    CudaCheck(cudaStreamEndCapture(stream, &graph.graph), "cudaStreamEndCapture");
+    CudaCheck(cudaGraphGetNodes(graph.graph, nullptr, &graph.nodes), "cudaGraphGetNodes");
+    CudaCheck(cudaGraphInstantiate(&graph.exec, graph.graph, 0), "cudaGraphInstantiate");
+    CudaCheck(cudaGraphLaunch(graph.exec, stream), "cudaGraphLaunch");
+  } else {
+    CudaCheck(cudaGraphLaunch(graph.exec, stream), "cudaGraphLaunch");
+    engine.canary->ReplayedForward(0);
+    graph.replays += 1;
+  }
+  engine.canary->EndStep();
+}
+
+// Three requests prefill eagerly, then decode kDecodeSteps fixed-shape steps (padded to
+// kPaddedBs) as `forward` says; `corrupt(engine, d)` runs before decode step d.
+struct GraphRun {
+  Report report;
+  size_t nodes = 0;
+  int replays = 0;
+};
+
+GraphRun RunDecode(Forward forward, const std::function<void(FakeEngine&, int)>& corrupt) {
+  FakeEngineOptions options = LogOptions();
+  options.cuda_graph_max_bs = kPaddedBs;
+  options.graph_capture = forward == Forward::kCudaGraph;
+  const Device device = forward == Forward::kCpuEager ? Device::CPU() : Device::CUDA(0);
+  GraphRun run;
+  run.report = Run(device, options, [&](FakeEngine& engine) {
+    Graph graph;  // declared inside: destroyed before the engine
+    engine.AddRequest(10);
+    engine.AddRequest(7);
+    engine.AddRequest(12);
+    engine.Step();  // the prefill, eager in every run
+    for (int d = 0; d < kDecodeSteps; ++d) {
+      corrupt(engine, d);
+      if (forward == Forward::kCudaGraph) {
+        GraphDecodeStep(engine, graph);
+      } else {
+        engine.Step(kPaddedBs);
+      }
+    }
+    engine.Synchronize();
+    run.nodes = graph.nodes;
+    run.replays = graph.replays;
+  });
+  return run;
+}
+
+// The graph run must report what the eager CUDA and CPU runs of the same steps report.
+GraphRun RunGraphAndCompare(const std::function<void(FakeEngine&, int)>& corrupt) {
+  const GraphRun cpu = RunDecode(Forward::kCpuEager, corrupt);
+  const GraphRun eager = RunDecode(Forward::kCudaEager, corrupt);
+  const GraphRun graph = RunDecode(Forward::kCudaGraph, corrupt);
+  EXPECT_EQ(graph.replays, kDecodeSteps - 1);
+  EXPECT_GT(graph.nodes, 2u) << "phases 2-3 enqueued nothing into the graph";
+  EXPECT_EQ(eager.report.rows, cpu.report.rows)
+      << "eager CUDA:" << ToString(eager.report.rows) << "\nCPU:" << ToString(cpu.report.rows);
+  EXPECT_EQ(graph.report.rows, eager.report.rows)
+      << "graph:" << ToString(graph.report.rows) << "\neager:" << ToString(eager.report.rows);
+  EXPECT_EQ(graph.report.violation_lines, eager.report.violation_lines);
+  // The counters prove every replay ran the canary launches, not only the captured step.
+  EXPECT_EQ(graph.report.metrics.kernel_runs, eager.report.metrics.kernel_runs);
+  EXPECT_EQ(graph.report.metrics.protected_tokens, eager.report.metrics.protected_tokens);
+  EXPECT_EQ(eager.report.metrics.kernel_runs, cpu.report.metrics.kernel_runs);
+  return graph;
+}
+
+TEST(CanaryCudaGraph, CleanReplaysReportNothing) {
+  KVC_SKIP_WITHOUT_CUDA();
+  const GraphRun graph = RunGraphAndCompare([](FakeEngine&, int) {});
+  EXPECT_TRUE(graph.report.rows.empty()) << ToString(graph.report.rows);
+  // 1 prefill + 10 decode steps; counters trail one step: 10 TAIL runs were read back.
+  EXPECT_EQ(graph.report.metrics.kernel_runs[Tag(CanaryLaunchTag::kTailKFull)], 2 * kDecodeSteps);
+  int64_t protected_tokens = 0;
+  for (int64_t count : graph.report.metrics.protected_tokens) protected_tokens += count;
+  EXPECT_GT(protected_tokens, 0);
+}
+
+TEST(CanaryCudaGraph, RemapBetweenReplaysIsReportedByHead) {
+  KVC_SKIP_WITHOUT_CUDA();
+  const GraphRun graph = RunGraphAndCompare([](FakeEngine& engine, int d) {
+    if (d == 4) engine.SetSlot(1, 4, engine.SlotOf(3, 6));
+  });
+  ASSERT_FALSE(graph.report.rows.empty()) << "a replayed graph missed a remapped prefix entry";
+  // Corrupted before step 5 (1 prefill + decode 4), reported at the end of the next step.
+  EXPECT_EQ(graph.report.rows.front()[0], 7);
+  EXPECT_TRUE(
+      HasRow(graph.report, Tag(CanaryLaunchTag::kHeadKFull), FailReason::kVerifyPositionMismatch));
+}
+
+TEST(CanaryCudaGraph, KvFlipBetweenReplaysIsReportedByTail) {
+  KVC_SKIP_WITHOUT_CUDA();
+  int64_t slot = -1;
+  const GraphRun graph = RunGraphAndCompare([&slot](FakeEngine& engine, int d) {
+    if (d == 6) {
+      slot = engine.SlotOf(2, 3);
+      engine.FlipKByte(slot, 5);
+    }
+  });
+  ASSERT_FALSE(graph.report.rows.empty()) << "a replayed graph missed a flipped KV byte";
+  EXPECT_TRUE(HasRow(graph.report, Tag(CanaryLaunchTag::kTailKFull),
+                     FailReason::kVerifyRealKvHashMismatch, slot));
+  for (const RowKey& key : graph.report.rows) {
+    EXPECT_NE(key[1], Tag(CanaryLaunchTag::kHeadKFull)) << "HEAD records carry no fingerprint";
+  }
+}
+
+TEST(CanaryCudaGraph, PostForwardAfterAReplayIsAPhaseError) {
+  KVC_SKIP_WITHOUT_CUDA();
+  FakeEngineOptions options = LogOptions();
+  options.device = Device::CUDA(0);
+  options.graph_capture = true;
+  options.cuda_graph_max_bs = kPaddedBs;
+  FakeEngine engine(options);
+  Graph graph;
+  for (int r = 0; r < 3; ++r) engine.AddRequest(5);
+  engine.Step();
+  GraphDecodeStep(engine, graph);  // captures
+  GraphDecodeStep(engine, graph);  // replays
+  EXPECT_EQ(graph.replays, 1);
+  const PreparedStep step = engine.PrepareStep(kPaddedBs);
+  engine.canary->BeginStep(step.input);
+  CudaCheck(cudaGraphLaunch(graph.exec, static_cast<cudaStream_t>(engine.stream())),
+            "cudaGraphLaunch");
+  engine.canary->ReplayedForward(0);
+  EXPECT_THROW(engine.canary->PostForward(0), Error);
+  EXPECT_NO_THROW(engine.canary->EndStep());
+  engine.Synchronize();
+}
+
+#endif  // KVC_HAVE_CUDA
+
+}  // namespace
+}  // namespace kvcanary::runtime
