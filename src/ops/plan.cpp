@@ -17,31 +17,37 @@ bool IsOffsetsOnly(const VerifyPlanView& v) {
          !v.verify_expected_positions.defined() && !v.verify_prev_slot_indices.defined();
 }
 
-// The tables of one call, in the order the checks visit them.
+// The table of one call, and its parts in the order the checks visit them.
 struct PlanTables {
-  sig::SpecList entries;  // P7: the four verify entry arrays (none in an offsets-only plan)
-  sig::SpecList main;     // P5: batch, table, LUT, write plan and counts, pass by pass
-  sig::SpecList pool;     // P8
-  sig::SpecList scratch;  // P9
   sig::SpecList all;
+  sig::Specs entries;  // P7: the four verify entry arrays (none in an offsets-only plan)
+  sig::Specs main;     // P5: batch, table, LUT, write plan and counts, pass by pass
+  sig::Specs pool;     // P8
+  sig::Specs scratch;  // P9
 };
 
-PlanTables TablesOf(const PlanArgs& a) {
+// REQUIRES: `t` is not copied afterwards (its parts point into t.all).
+void BuildTables(const PlanArgs& a, PlanTables& t) {
   const int64_t bs = a.inputs.req_pool_indices.length();
-  PlanTables t;
   if (!IsOffsetsOnly(a.verify_plan_out)) {
-    t.entries =
-        VerifyEntrySpecs(a.verify_plan_out, PlanNames::kOut, sig::Exactly(a.verify_capacity));
+    t.all.Add(
+        VerifyEntrySpecs(a.verify_plan_out, PlanNames::kOut, sig::Exactly(a.verify_capacity)));
   }
-  t.main = BatchSpecs(a.inputs, /*needs_extend=*/true);
-  t.main.Add(SwaLutSpec(a.inputs, "lut_tensor"));
-  t.main.Add(StageOneOutputSpecs(a.write_plan_out, a.verify_plan_out.verify_num_valid,
-                                 a.verify_plan_out.enable));
-  t.pool = TokenPoolSpecs(a.inputs);
-  t.scratch = {sig::Optional(sig::Out(a.verify_offsets_scratch, "verify_offsets_scratch",
-                                      DType::kInt64, 1, sig::AtLeast(bs + 1)))};
-  for (const sig::SpecList* part : {&t.entries, &t.main, &t.pool, &t.scratch}) t.all.Add(*part);
-  return t;
+  const std::size_t main_begin = t.all.all().size();
+  t.all.Add(BatchSpecs(a.inputs, /*needs_extend=*/true));
+  t.all.Add(SwaLutSpec(a.inputs, "lut_tensor"));
+  t.all.Add(StageOneOutputSpecs(a.write_plan_out, a.verify_plan_out.verify_num_valid,
+                                a.verify_plan_out.enable));
+  const std::size_t pool_begin = t.all.all().size();
+  t.all.Add(TokenPoolSpecs(a.inputs));
+  const std::size_t scratch_begin = t.all.all().size();
+  t.all.Add(sig::Optional(sig::Out(a.verify_offsets_scratch, "verify_offsets_scratch",
+                                   DType::kInt64, 1, sig::AtLeast(bs + 1))));
+  const sig::Specs all = t.all.all();
+  t.entries = all.first(main_begin);
+  t.main = all.subspan(main_begin, pool_begin - main_begin);
+  t.pool = all.subspan(pool_begin, scratch_begin - pool_begin);
+  t.scratch = all.subspan(scratch_begin);
 }
 
 // P1, the offsets-only rules, P3, V12 and P4: the checks on scalars and absent tensors.
@@ -67,7 +73,8 @@ void CheckScalars(const PlanArgs& a, bool offsets_only) {
 
 void Validate(const PlanArgs& a) {
   const bool offsets_only = IsOffsetsOnly(a.verify_plan_out);
-  const PlanTables t = TablesOf(a);
+  PlanTables t;
+  BuildTables(a, t);
   sig::CheckPresent(t.entries);
   sig::CheckPresent(t.main);
   CheckScalars(a, offsets_only);

@@ -55,32 +55,11 @@ void CheckShape(const TensorSpec& spec) {
 
 }  // namespace
 
-TensorSpec In(const TensorView& view, std::string_view name, DType dtype, int rank, Extent length) {
-  TensorSpec spec;
-  spec.view = &view;
-  spec.name = name;
-  spec.dtype = dtype;
-  spec.rank = rank;
-  spec.length = length;
-  return spec;
-}
-
-TensorSpec Out(const TensorView& view, std::string_view name, DType dtype, int rank,
-               Extent length) {
-  TensorSpec spec = In(view, name, dtype, rank, length);
-  spec.output = true;
-  return spec;
-}
-
-TensorSpec Optional(TensorSpec spec) {
-  spec.required = false;
-  return spec;
-}
-
 void SpecList::Add(const TensorSpec& spec) {
   if (size_ == kMaxSpecs)
     ThrowError("kv-canary: internal: an op table has over ", kMaxSpecs, " rows");
-  items_[size_++] = spec;
+  new (storage_ + size_ * sizeof(TensorSpec)) TensorSpec(spec);
+  size_ += 1;
 }
 
 void SpecList::Add(std::span<const TensorSpec> specs) {

@@ -8,11 +8,13 @@
 // at once.
 #pragma once
 
-#include <array>
 #include <cstddef>
 #include <cstdint>
+#include <initializer_list>
+#include <new>
 #include <span>
 #include <string_view>
+#include <type_traits>
 
 #include "kvcanary/tensor.h"
 
@@ -50,32 +52,60 @@ struct TensorSpec {
 };
 
 // Builders for the common rows of a table.
-TensorSpec In(const TensorView& view, std::string_view name, DType dtype, int rank,
-              Extent length = {});
-TensorSpec Out(const TensorView& view, std::string_view name, DType dtype, int rank,
-               Extent length = {});
+inline TensorSpec In(const TensorView& view, std::string_view name, DType dtype, int rank,
+                     Extent length = {}) {
+  TensorSpec spec;
+  spec.view = &view;
+  spec.name = name;
+  spec.dtype = dtype;
+  spec.rank = rank;
+  spec.length = length;
+  return spec;
+}
+inline TensorSpec Out(const TensorView& view, std::string_view name, DType dtype, int rank,
+                      Extent length = {}) {
+  TensorSpec spec = In(view, name, dtype, rank, length);
+  spec.output = true;
+  return spec;
+}
 // A row points at its tensor: a temporary would dangle.
 TensorSpec In(const TensorView&& view, std::string_view, DType, int, Extent = {}) = delete;
 TensorSpec Out(const TensorView&& view, std::string_view, DType, int, Extent = {}) = delete;
 // An optional input or output: the same row with `required` off.
-TensorSpec Optional(TensorSpec spec);
+inline TensorSpec Optional(TensorSpec spec) {
+  spec.required = false;
+  return spec;
+}
 
-// A table of at most kMaxSpecs rows, built per call without allocating.
+// A table of at most kMaxSpecs rows, built per call on the stack. Only the rows added are ever
+// written or copied (validation runs on every op call: its cost is host time of every step).
 class SpecList {
  public:
   static constexpr std::size_t kMaxSpecs = 24;
 
   SpecList() = default;
   SpecList(std::initializer_list<TensorSpec> specs) { Add(specs); }
+  SpecList(const SpecList& other) { Add(other.all()); }
+  SpecList& operator=(const SpecList& other) {
+    size_ = 0;
+    Add(other.all());
+    return *this;
+  }
   void Add(const TensorSpec& spec);
   void Add(std::span<const TensorSpec> specs);
   void Add(std::initializer_list<TensorSpec> specs) { Add(std::span(specs.begin(), specs.size())); }
 
-  std::span<const TensorSpec> all() const { return {items_.data(), size_}; }
+  std::span<const TensorSpec> all() const { return {rows(), size_}; }
   operator std::span<const TensorSpec>() const { return all(); }  // NOLINT: a table is its rows
 
  private:
-  std::array<TensorSpec, kMaxSpecs> items_{};
+  static_assert(std::is_trivially_copyable_v<TensorSpec> &&
+                std::is_trivially_destructible_v<TensorSpec>);
+  TensorSpec* rows() { return std::launder(reinterpret_cast<TensorSpec*>(storage_)); }
+  const TensorSpec* rows() const {
+    return std::launder(reinterpret_cast<const TensorSpec*>(storage_));
+  }
+  alignas(TensorSpec) unsigned char storage_[kMaxSpecs * sizeof(TensorSpec)];
   std::size_t size_ = 0;
 };
 
