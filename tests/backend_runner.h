@@ -17,6 +17,7 @@
 
 #include "kvcanary/kvcanary.h"
 #include "kvcanary/runtime/device_memory.h"
+#include "testutil.h"
 
 namespace kvcanary::testing {
 
@@ -57,14 +58,7 @@ class BackendRunner {
   // The rows of one launch in the order the test may rely on: as recorded on the CPU, sorted on
   // CUDA (threads record concurrently, so only the multiset is defined there).
   std::vector<ViolationRow> InLaunchOrder(std::vector<ViolationRow> rows) const {
-    if (!on_cuda()) return rows;
-    auto key = [](const ViolationRow& r) {
-      return std::tie(r.kernel_kind, r.slot_idx, r.position, r.stored_token, r.expected_token,
-                      r.stored_chain_hash, r.expected_aux, r.fail_reason_bits);
-    };
-    std::sort(rows.begin(), rows.end(),
-              [&](const ViolationRow& a, const ViolationRow& b) { return key(a) < key(b); });
-    return rows;
+    return on_cuda() ? SortRows(std::move(rows)) : rows;
   }
 
  private:

@@ -5,10 +5,12 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <new>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "core/record.h"
@@ -179,6 +181,18 @@ struct PlanBuffers {
   HostTensor<int64_t> offsets, seeds;
   HostTensor<int32_t> num_valid_reqs;
 };
+
+// Violation rows in one canonical order: a launch whose rows several threads record (CUDA) is
+// compared with another as a multiset.
+inline std::vector<ViolationRow> SortRows(std::vector<ViolationRow> rows) {
+  auto key = [](const ViolationRow& r) {
+    return std::tie(r.kernel_kind, r.slot_idx, r.position, r.stored_token, r.expected_token,
+                    r.stored_chain_hash, r.expected_aux, r.fail_reason_bits);
+  };
+  std::sort(rows.begin(), rows.end(),
+            [&](const ViolationRow& a, const ViolationRow& b) { return key(a) < key(b); });
+  return rows;
+}
 
 // A plan call that writes into `plan` (its entry arrays and write plan; the capacity is its
 // arrays') and reads this batch and table; the other inputs are left for the caller.

@@ -234,15 +234,6 @@ void ExpectSameTensor(const HostTensor<T>& cpu, const HostTensor<T>& cuda,
   }
 }
 
-inline std::vector<ViolationRow> SortRows(std::vector<ViolationRow> rows) {
-  auto key = [](const ViolationRow& r) {
-    return std::tie(r.kernel_kind, r.slot_idx, r.position, r.stored_token, r.expected_token,
-                    r.stored_chain_hash, r.expected_aux, r.fail_reason_bits);
-  };
-  std::sort(rows.begin(), rows.end(),
-            [&](const ViolationRow& a, const ViolationRow& b) { return key(a) < key(b); });
-  return rows;
-}
 
 inline void ExpectSamePlan(const PlanBuffers& cpu, const PlanBuffers& cuda,
                            const std::string& what) {

@@ -15,6 +15,7 @@
 #include "device_buffer.h"
 #include "device_state.h"
 #include "kvcanary/kvcanary.h"
+#include "owned_graph.h"
 #include "step_inputs.h"
 #include "testutil.h"
 
@@ -154,17 +155,7 @@ class Stream {
   cudaStream_t stream_ = nullptr;
 };
 
-struct Graph {
-  Graph() = default;
-  Graph(const Graph&) = delete;
-  Graph& operator=(const Graph&) = delete;
-  ~Graph() {
-    if (exec != nullptr) cudaGraphExecDestroy(exec);
-    if (graph != nullptr) cudaGraphDestroy(graph);
-  }
-  cudaGraph_t graph = nullptr;
-  cudaGraphExec_t exec = nullptr;
-};
+using Graph = testing::OwnedGraph;
 
 // Captures the step on `stream` in global mode and instantiates the graph. An op that synchronised
 // or otherwise broke the capture leaves the stream's capture invalidated and EndCapture failing.

@@ -8,6 +8,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "gpu/owned_graph.h"
 #include "kvcanary/error.h"
 #include "kvcanary/runtime/canary_manager.h"
 #include "kvcanary/runtime/device_memory.h"
@@ -43,16 +44,7 @@ void CudaCheck(cudaError_t status, const char* what) {
 }
 
 // A captured graph and its executable, destroyed before the engine whose buffers it names.
-struct Graph {
-  Graph() = default;
-  Graph(const Graph&) = delete;
-  Graph& operator=(const Graph&) = delete;
-  ~Graph() {
-    if (exec != nullptr) cudaGraphExecDestroy(exec);
-    if (graph != nullptr) cudaGraphDestroy(graph);
-  }
-  cudaGraph_t graph = nullptr;
-  cudaGraphExec_t exec = nullptr;
+struct Graph : ::kvcanary::testing::OwnedGraph {
   size_t nodes = 0;
   int replays = 0;
 };
