@@ -108,6 +108,29 @@ class ByteSnapshot {
   std::vector<std::pair<const void*, std::vector<uint8_t>>> regions_;
 };
 
+// Views over a test's state or plan tensors, host or device alike (any type with these members).
+template <typename State>
+LaunchContext ContextOver(const State& s, int64_t tag) {
+  LaunchContext context;
+  context.canary_buf = s.canary.view();
+  context.kernel_kind = tag;
+  context.violation_ring = s.ring.view();
+  context.violation_write_index = s.write_index.view();
+  context.slot_run_counter = s.slot_run_counter.view();
+  context.kernel_run_counter = s.kernel_run_counter.view();
+  context.enable_chain_position_assert = s.chain_assert.view();
+  return context;
+}
+template <typename Plan>
+VerifyPlanView VerifyViewOver(const Plan& p) {
+  return VerifyPlanView{p.slots.view(), p.tokens.view(),    p.positions.view(),
+                        p.prevs.view(), p.num_valid.view(), p.enable.view()};
+}
+template <typename Plan>
+WritePlanView WritePlanViewOver(const Plan& p) {
+  return WritePlanView{p.offsets.view(), p.seeds.view(), p.num_valid_reqs.view()};
+}
+
 // The state one runtime shares across launches: a canary buffer, the ring and the counters.
 struct CanaryState {
   explicit CanaryState(int64_t num_slots, int64_t ring_capacity = 16, int64_t stride_bytes = 32)
@@ -119,15 +142,7 @@ struct CanaryState {
         chain_assert({1}) {}
 
   LaunchContext Context(int64_t tag = static_cast<int64_t>(CanaryLaunchTag::kTailKFull)) const {
-    LaunchContext context;
-    context.canary_buf = canary.view();
-    context.kernel_kind = tag;
-    context.violation_ring = ring.view();
-    context.violation_write_index = write_index.view();
-    context.slot_run_counter = slot_run_counter.view();
-    context.kernel_run_counter = kernel_run_counter.view();
-    context.enable_chain_position_assert = chain_assert.view();
-    return context;
+    return ContextOver(*this, tag);
   }
 
   Record record(int64_t slot) const {
@@ -168,13 +183,8 @@ struct PlanBuffers {
         seeds({write_capacity}),
         num_valid_reqs({1}) {}
 
-  VerifyPlanView verify() const {
-    return VerifyPlanView{slots.view(), tokens.view(), positions.view(),
-                          prevs.view(), num_valid.view(), enable.view()};
-  }
-  WritePlanView write() const {
-    return WritePlanView{offsets.view(), seeds.view(), num_valid_reqs.view()};
-  }
+  VerifyPlanView verify() const { return VerifyViewOver(*this); }
+  WritePlanView write() const { return WritePlanViewOver(*this); }
 
   HostTensor<int64_t> slots, tokens, positions, prevs;
   HostTensor<int32_t> num_valid, enable;

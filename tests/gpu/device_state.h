@@ -23,15 +23,7 @@ struct DeviceCanaryState {
         chain_assert(host.chain_assert) {}
 
   LaunchContext Context(int64_t tag = static_cast<int64_t>(CanaryLaunchTag::kTailKFull)) const {
-    LaunchContext context;
-    context.canary_buf = canary.view();
-    context.kernel_kind = tag;
-    context.violation_ring = ring.view();
-    context.violation_write_index = write_index.view();
-    context.slot_run_counter = slot_run_counter.view();
-    context.kernel_run_counter = kernel_run_counter.view();
-    context.enable_chain_position_assert = chain_assert.view();
-    return context;
+    return ContextOver(*this, tag);
   }
 
   CanaryState ToHost() const {
@@ -66,13 +58,8 @@ struct DevicePlanBuffers {
         seeds(host.seeds),
         num_valid_reqs(host.num_valid_reqs) {}
 
-  VerifyPlanView verify() const {
-    return VerifyPlanView{slots.view(), tokens.view(),    positions.view(),
-                          prevs.view(), num_valid.view(), enable.view()};
-  }
-  WritePlanView write() const {
-    return WritePlanView{offsets.view(), seeds.view(), num_valid_reqs.view()};
-  }
+  VerifyPlanView verify() const { return VerifyViewOver(*this); }
+  WritePlanView write() const { return WritePlanViewOver(*this); }
 
   PlanBuffers ToHost() const {
     PlanBuffers host(slots.shape()[0], seeds.shape()[0]);
