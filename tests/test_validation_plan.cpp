@@ -110,6 +110,12 @@ void AllOnDevice(Device device, PlanArgs& args) {
 using Row = RejectRow<PlanCase>;
 
 const Row kRows[] = {
+    {"OverlapTwoOutputsShareMemory",
+     [](PlanCase& c, PlanArgs& a) {
+       a.write_plan_out.write_seed_slot_indices = c.plan.offsets.view({4});
+     },
+     "kv-canary: out_write_offsets overlaps out_write_seed_slot_indices in memory; an output needs "
+     "memory of its own"},
     {"PresenceReqToTokenMissing",
      [](PlanCase&, PlanArgs& a) { a.inputs.req_to_token = TensorView(); },
      "kv-canary: req_to_token is required, got None"},

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -31,12 +32,47 @@ struct ScatterCase : KeptTensors {
 };
 
 using Row = RejectRow<ScatterCase>;
+
+// A byte that no int64 may start at: the message names its address, so it is fixed memory.
+alignas(64) uint8_t misaligned_backing[64];
+int64_t* const kMisaligned = reinterpret_cast<int64_t*>(misaligned_backing + 1);
+
+std::string Hex(const void* p) {
+  std::ostringstream out;
+  out << std::hex << reinterpret_cast<uintptr_t>(p);
+  return out.str();
+}
 constexpr auto kType = Error::Category::kType;
 constexpr const char* kPrefix = "kv-canary: scatter_req_token_ids ";
 
 const Row kRows[] = {
     {"AbsentOffsets", [](ScatterCase&, ScatterArgs& a) { a.offsets = TensorView(); },
      "kv-canary: offsets is required, got None"},
+    // Bounds, before any other check of the tensor: sizes, span, alignment.
+    {"BoundsNegativeSize",
+     [](ScatterCase& c, ScatterArgs& a) {
+       a.flat_in = TensorView(c.flat_in.data(), DType::kInt64, Device::CPU(), {-1}, {1});
+     },
+     "kv-canary: flat_in must have non-negative sizes, got shape (-1,)"},
+    {"BoundsSpanOverflows",
+     [](ScatterCase& c, ScatterArgs& a) {
+       a.flat_in =
+           TensorView(c.flat_in.data(), DType::kInt64, Device::CPU(), {int64_t{1} << 62, 4});
+     },
+     "kv-canary: flat_in must span at most 2^63 - 1 bytes, got shape (4611686018427387904, 4) "
+     "strides (4, 1)"},
+    {"BoundsMisalignedData",
+     [](ScatterCase&, ScatterArgs& a) {
+       a.offsets = TensorView(kMisaligned, DType::kInt64, Device::CPU(), {3});
+     },
+     "kv-canary: offsets data must be 8-byte aligned for torch.int64, got address 0x" +
+         Hex(kMisaligned)},
+    // An output sharing memory with an input.
+    {"OverlapPoolOutOverFlatIn",
+     [](ScatterCase& c, ScatterArgs& a) {
+       a.pool_out = TensorView(c.flat_in.data(), DType::kInt32, Device::CPU(), {2, 4});
+     },
+     "kv-canary: pool_out overlaps flat_in in memory; an output needs memory of its own"},
     // S1: ranks.
     {"S1FlatInNot1D",
      [](ScatterCase& c, ScatterArgs& a) {

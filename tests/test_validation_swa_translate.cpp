@@ -38,6 +38,18 @@ void AllOnDevice(Device device, SwaTranslateArgs& args) {
 using Row = RejectRow<SwaCase>;
 
 const Row kRows[] = {
+    {"OverlapOutShiftedOverSlotIndices",
+     [](SwaCase& c, SwaTranslateArgs& a) {
+       HostTensor<int64_t>& wide = c.KeepOutput(HostTensor<int64_t>({5}));
+       a.slot_indices = wide.view({4});
+       a.out_slot_indices = TensorView(wide.data() + 1, DType::kInt64, Device::CPU(), {4});
+     },
+     "kv-canary: out_slot_indices overlaps slot_indices in memory; an output needs memory of its "
+     "own"},
+    {"OverlapOutOverLut",
+     [](SwaCase& c, SwaTranslateArgs& a) { a.out_slot_indices = c.lut.view({4}); },
+     "kv-canary: out_slot_indices overlaps full_to_swa_index_mapping in memory; an output needs "
+     "memory of its own"},
     {"PresenceLutMissing",
      [](SwaCase&, SwaTranslateArgs& a) { a.full_to_swa_index_mapping = TensorView(); },
      "kv-canary: full_to_swa_index_mapping is required, got None"},

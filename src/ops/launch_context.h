@@ -31,11 +31,13 @@ void CheckSourceDevices(const LaunchContext& context);
 // The checks of a launch whose argument table starts with CanaryBufSpec and holds RingSpecs, in
 // this order: presence; V1; `scalars()` (the op's checks of scalars and absent tensors); every
 // layout; the sources (V3, V4); canary_buf (V5, V6); the dtypes and shapes of the other rows;
-// `sizes()` (the op's checks relating sizes); V8, V9; one device (V10); outputs writable (G8).
+// `sizes()` (the op's checks relating sizes); V8, V9; one device (V10); outputs writable (G8);
+// outputs with memory of their own. Bounds (sizes, span, alignment) right after presence.
 template <typename Scalars, typename Sizes>
 void ValidateLaunch(const LaunchContext& context, std::string_view op_label, sig::Specs table,
                     Scalars&& scalars, Sizes&& sizes) {
   sig::CheckPresent(table);
+  sig::CheckBounds(table);
   CheckSourceCountLimit(context);
   scalars();
   sig::CheckEach(table, sig::kLayout);
@@ -48,6 +50,7 @@ void ValidateLaunch(const LaunchContext& context, std::string_view op_label, sig
   sig::CheckSameDevice(context.canary_buf, "canary_buf", table);
   CheckSourceDevices(context);
   sig::CheckWritable(table);
+  sig::CheckNoOverlap(table);
 }
 
 // A paired launch writes or reads two halves at once (concurrently on CUDA): the halves must be

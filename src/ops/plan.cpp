@@ -77,6 +77,7 @@ void Validate(const PlanArgs& a) {
   BuildTables(a, t);
   sig::CheckPresent(t.entries);
   sig::CheckPresent(t.main);
+  sig::CheckBounds(t.all);
   CheckScalars(a, offsets_only);
   for (unsigned pass : {sig::kLayout, sig::kDType, sig::kShape}) sig::CheckEach(t.main, pass);
   CheckWritePlanSizes(a.write_plan_out, a.inputs.req_pool_indices.length());  // O16, O17
@@ -91,6 +92,7 @@ void Validate(const PlanArgs& a) {
     sig::CheckSameDevice(v.verify_slot_indices, "out_verify_slot_indices", t.all);
   }
   sig::CheckWritable(t.all);
+  sig::CheckNoOverlap(t.all);
 }
 
 }  // namespace

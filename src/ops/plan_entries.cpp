@@ -21,27 +21,29 @@ VerifyPlanView EntriesOf(const PlanEntriesArgs& a) {
 
 void Validate(const PlanEntriesArgs& a) {
   const int64_t bs = a.inputs.req_pool_indices.length();
-  sig::SpecList head = BatchSpecs(a.inputs, /*needs_extend=*/false);
-  head.Add(sig::In(a.verify_offsets_scratch, "verify_offsets_scratch", DType::kInt64, 1));
   const VerifyPlanView entries = EntriesOf(a);
-  sig::SpecList rest = {
-      sig::In(a.verify_enable, "verify_enable", DType::kInt32, 1, sig::Exactly(1))};
-  rest.Add(
+  // One table: the inputs and scratch (checked first), then the rest.
+  sig::SpecList table = BatchSpecs(a.inputs, /*needs_extend=*/false);
+  table.Add(sig::In(a.verify_offsets_scratch, "verify_offsets_scratch", DType::kInt64, 1));
+  const std::size_t rest_begin = table.all().size();
+  table.Add(sig::In(a.verify_enable, "verify_enable", DType::kInt32, 1, sig::Exactly(1)));
+  table.Add(
       VerifyEntrySpecs(entries, PlanNames::kOut, sig::Exactly(a.out_verify_slot_indices.length())));
-  rest.Add(SwaLutSpec(a.inputs, "lut_tensor"));
-  rest.Add(TokenPoolSpecs(a.inputs));
-  sig::CheckPresent(head);
-  sig::CheckPresent(rest);
+  table.Add(SwaLutSpec(a.inputs, "lut_tensor"));
+  table.Add(TokenPoolSpecs(a.inputs));
+  const sig::Specs all = table.all();
+  sig::CheckPresent(all);
+  sig::CheckBounds(all);
   RequireValidLensForPool(a.inputs, "launch_plan_entries_kernel");  // E1
-  sig::CheckEach(head, sig::kWhole);
+  sig::CheckEach(all.first(rest_begin), sig::kWhole);
   if (a.verify_offsets_scratch.size(0) < bs + 1) {  // E2
     ThrowError("kv-canary: verify_offsets_scratch length must be >= bs_padded + 1");
   }
-  sig::CheckEach(rest, sig::kWhole);
+  sig::CheckEach(all.subspan(rest_begin), sig::kWhole);
   CheckReqToTokenStride0(a.inputs);
-  sig::CheckSameDevice(a.verify_offsets_scratch, "verify_offsets_scratch", head);
-  sig::CheckSameDevice(a.verify_offsets_scratch, "verify_offsets_scratch", rest);
-  sig::CheckWritable(rest);
+  sig::CheckSameDevice(a.verify_offsets_scratch, "verify_offsets_scratch", all);
+  sig::CheckWritable(all);
+  sig::CheckNoOverlap(all);
 }
 
 }  // namespace

@@ -67,6 +67,7 @@ void Validate(const PlanOffsetsArgs& a) {
   const WritePlanView write = WritePlanOf(a);
   const sig::SpecList table = TableOf(a, write);
   sig::CheckPresent(table);
+  sig::CheckBounds(table);
   sig::CheckEach(table, sig::kLayout);                             // O1
   sig::CheckEach(table, sig::kDType);                              // O2
   CheckScalars(a);                                                 // O3-O11
@@ -75,6 +76,7 @@ void Validate(const PlanOffsetsArgs& a) {
   CheckReqToTokenStride0(a.inputs);                                // O18
   sig::CheckSameDevice(a.out_verify_offsets_scratch, "out_verify_offsets_scratch", table);  // O19
   sig::CheckWritable(table);
+  sig::CheckNoOverlap(table);
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 #include "kvcanary/error.h"
 #include "ops/check.h"
 #include "ops/dispatch.h"
+#include "ops/signature.h"
 
 namespace kvcanary {
 namespace {
@@ -23,10 +24,14 @@ void CheckDType(const TensorView& t, DType dtype, const char* name, const char* 
 }
 
 void Validate(const ScatterArgs& a) {
-  check::AllPresent({{&a.flat_in, "flat_in"},
-                     {&a.offsets, "offsets"},
-                     {&a.req_pool_indices, "req_pool_indices"},
-                     {&a.pool_out, "pool_out"}});
+  // The table serves the generic checks only (presence, bounds, device, writable, overlap):
+  // scatter's rank and dtype messages are its own, and it honours any strides.
+  sig::SpecList table = {sig::In(a.flat_in, "flat_in", DType::kInt64, 0),
+                         sig::In(a.offsets, "offsets", DType::kInt64, 0),
+                         sig::In(a.req_pool_indices, "req_pool_indices", DType::kInt64, 0),
+                         sig::Out(a.pool_out, "pool_out", DType::kInt32, 0)};
+  sig::CheckPresent(table);
+  sig::CheckBounds(table);
   // S1: ranks; S2: dtypes (TypeError); S3: offsets length.
   CheckRank(a.flat_in, 1, "flat_in");
   CheckRank(a.offsets, 1, "offsets");
@@ -41,11 +46,9 @@ void Validate(const ScatterArgs& a) {
     ThrowError(kPrefix, "offsets length ", a.offsets.size(0), " != bs+1 (", bs + 1, ")");
   }
   // S4.
-  check::SameDevice(a.pool_out, "pool_out",
-                    {{&a.flat_in, "flat_in"},
-                     {&a.offsets, "offsets"},
-                     {&a.req_pool_indices, "req_pool_indices"}});
-  check::Writable(a.pool_out, "pool_out");
+  sig::CheckSameDevice(a.pool_out, "pool_out", table);
+  sig::CheckWritable(table);
+  sig::CheckNoOverlap(table);
 }
 
 }  // namespace

@@ -1,5 +1,7 @@
 #include "ops/signature.h"
 
+#include <algorithm>
+
 #include "kvcanary/error.h"
 #include "ops/check.h"
 
@@ -53,6 +55,37 @@ void CheckShape(const TensorSpec& spec) {
   }
 }
 
+// The bytes a view can touch: [begin, begin + bytes). False when its sizes overflow int64.
+bool ByteSpan(const TensorView& t, intptr_t* begin, int64_t* bytes) {
+  int64_t numel = 1;
+  int64_t low = 0;
+  int64_t high = 0;
+  for (int d = 0; d < t.ndim(); ++d) {
+    const int64_t reach = t.size(d) - 1;
+    int64_t step = 0;
+    if (__builtin_mul_overflow(numel, t.size(d), &numel)) return false;
+    if (reach >= 0 && __builtin_mul_overflow(reach, t.stride(d), &step)) return false;
+    if (__builtin_add_overflow(step < 0 ? low : high, step, step < 0 ? &low : &high)) return false;
+  }
+  int64_t elements = 0;
+  if (__builtin_sub_overflow(high, low, &elements) ||
+      __builtin_add_overflow(elements, int64_t{1}, &elements) ||
+      __builtin_mul_overflow(elements, ItemSize(t.dtype()), bytes)) {
+    return false;
+  }
+  if (numel == 0) *bytes = 0;
+  *begin = reinterpret_cast<intptr_t>(t.data()) + low * ItemSize(t.dtype());
+  return true;
+}
+
+bool SameView(const TensorView& a, const TensorView& b) {
+  if (a.data() != b.data() || a.dtype() != b.dtype() || a.ndim() != b.ndim()) return false;
+  for (int d = 0; d < a.ndim(); ++d) {
+    if (a.size(d) != b.size(d) || a.stride(d) != b.stride(d)) return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 void SpecList::Add(const TensorSpec& spec) {
@@ -69,6 +102,30 @@ void SpecList::Add(std::span<const TensorSpec> specs) {
 void CheckPresent(Specs specs) {
   for (const TensorSpec& spec : specs) {
     if (spec.required) check::Present(*spec.view, spec.name);
+  }
+}
+
+void CheckBounds(Specs specs) {
+  for (const TensorSpec& spec : specs) {
+    if (!spec.present()) continue;
+    const TensorView& t = *spec.view;
+    for (int d = 0; d < t.ndim(); ++d) {
+      if (t.size(d) < 0) {
+        ThrowError("kv-canary: ", spec.name, " must have non-negative sizes, got shape ",
+                   t.ShapeString());
+      }
+    }
+    intptr_t begin = 0;
+    int64_t bytes = 0;
+    if (!ByteSpan(t, &begin, &bytes)) {
+      ThrowError("kv-canary: ", spec.name, " must span at most 2^63 - 1 bytes, got shape ",
+                 t.ShapeString(), " strides ", t.StridesString());
+    }
+    const auto address = reinterpret_cast<uintptr_t>(t.data());
+    if (bytes > 0 && address % static_cast<uintptr_t>(ItemSize(t.dtype())) != 0) {
+      ThrowError("kv-canary: ", spec.name, " data must be ", ItemSize(t.dtype()),
+                 "-byte aligned for ", DTypeName(t.dtype()), ", got address 0x", std::hex, address);
+    }
   }
 }
 
@@ -94,6 +151,28 @@ void CheckSameDevice(const TensorView& reference, std::string_view reference_nam
 void CheckWritable(Specs specs) {
   for (const TensorSpec& spec : specs) {
     if (spec.output && spec.present()) check::Writable(*spec.view, spec.name);
+  }
+}
+
+void CheckNoOverlap(Specs specs) {
+  // Each span once (bounded: CheckBounds ran first); empty tensors overlap nothing.
+  intptr_t begin[SpecList::kMaxSpecs] = {};
+  int64_t bytes[SpecList::kMaxSpecs] = {};
+  const size_t n = std::min(specs.size(), SpecList::kMaxSpecs);
+  for (size_t i = 0; i < n; ++i) {
+    if (specs[i].present()) ByteSpan(*specs[i].view, &begin[i], &bytes[i]);
+  }
+  for (size_t i = 0; i < n; ++i) {
+    const TensorSpec& out = specs[i];
+    if (!out.output || bytes[i] == 0) continue;
+    for (size_t j = 0; j < n; ++j) {
+      const TensorSpec& other = specs[j];
+      if (j == i || bytes[j] == 0 || (other.output && j < i)) continue;
+      if (begin[i] >= begin[j] + bytes[j] || begin[j] >= begin[i] + bytes[i]) continue;
+      if (!other.output && other.name == out.may_alias && SameView(*out.view, *other.view)) continue;
+      ThrowError("kv-canary: ", out.name, " overlaps ", other.name,
+                 " in memory; an output needs memory of its own");
+    }
   }
 }
 

@@ -46,7 +46,9 @@ struct TensorSpec {
   Extent columns;  // size(1) (G10), checked after the length
   Layout layout = Layout::kContiguous;
   bool required = true;  // an absent optional tensor skips every check
-  bool output = false;   // the op writes it: must be writable (G8)
+  bool output = false;   // the op writes it: must be writable (G8) and own its memory
+  // An output may be exactly this input (same memory, shape and strides: an in-place call).
+  std::string_view may_alias;
 
   bool present() const { return view->defined(); }
 };
@@ -122,11 +124,17 @@ enum Check : unsigned {
 
 // "kv-canary: {name} is required, got None" for the first required tensor that is absent.
 void CheckPresent(Specs specs);
+// Every present tensor can be addressed: sizes >= 0, its byte span within int64, its data aligned
+// for its dtype. Runs right after CheckPresent, before any check that reads sizes.
+void CheckBounds(Specs specs);
 // `checks` on each present tensor, in table order.
 void CheckEach(Specs specs, unsigned checks);
 // G7: every present tensor on `reference`'s device; messages call it `reference_name`.
 void CheckSameDevice(const TensorView& reference, std::string_view reference_name, Specs specs);
 // G8: every present output writable.
 void CheckWritable(Specs specs);
+// No output shares a byte with another output, nor with an input other than its may_alias input
+// passed as the very same view.
+void CheckNoOverlap(Specs specs);
 
 }  // namespace kvcanary::sig

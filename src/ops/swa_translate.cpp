@@ -6,18 +6,29 @@
 #include "ops/signature.h"
 
 namespace kvcanary {
+namespace {
+
+// The output, which may be the input itself (an in-place translation).
+sig::TensorSpec InPlaceOut(const TensorView& out, int64_t n) {
+  sig::TensorSpec spec = sig::Out(out, "out_slot_indices", DType::kInt64, 1, sig::Exactly(n));
+  spec.may_alias = "slot_indices";
+  return spec;
+}
+
+}  // namespace
 
 void SwaTranslate(const SwaTranslateArgs& args, StreamHandle stream) {
   const int64_t n = args.slot_indices.length();
-  const sig::SpecList table = {
-      sig::In(args.slot_indices, "slot_indices", DType::kInt64, 1),
-      sig::In(args.full_to_swa_index_mapping, "full_to_swa_index_mapping", DType::kInt64, 1,
-              sig::AtLeast(1)),
-      sig::Out(args.out_slot_indices, "out_slot_indices", DType::kInt64, 1, sig::Exactly(n))};
+  const sig::SpecList table = {sig::In(args.slot_indices, "slot_indices", DType::kInt64, 1),
+                               sig::In(args.full_to_swa_index_mapping, "full_to_swa_index_mapping",
+                                       DType::kInt64, 1, sig::AtLeast(1)),
+                               InPlaceOut(args.out_slot_indices, n)};
   sig::CheckPresent(table);
+  sig::CheckBounds(table);
   sig::CheckEach(table, sig::kWhole);
   sig::CheckSameDevice(args.out_slot_indices, "out_slot_indices", table);
   sig::CheckWritable(table);
+  sig::CheckNoOverlap(table);
   const SwaTranslateParams params{args.slot_indices.data_as<const int64_t>(),
                                   args.out_slot_indices.data_as<int64_t>(), n,
                                   SwaLutOf(args.full_to_swa_index_mapping)};
