@@ -206,9 +206,11 @@ inline std::vector<ViolationRow> SortRows(std::vector<ViolationRow> rows) {
 
 // A plan call that writes into `plan` (its entry arrays and write plan; the capacity is its
 // arrays') and reads this batch and table; the other inputs are left for the caller.
-inline PlanArgs PlanCallOver(const PlanBuffers& plan, const TensorView& req_pool_indices,
-                             const TensorView& prefix_lens, const TensorView& extend_seq_lens,
-                             const TensorView& req_to_token) {
+// Plan is PlanBuffers or the GPU tests' DevicePlanBuffers.
+template <typename Plan>
+PlanArgs PlanCallOver(const Plan& plan, const TensorView& req_pool_indices,
+                      const TensorView& prefix_lens, const TensorView& extend_seq_lens,
+                      const TensorView& req_to_token) {
   PlanArgs args;
   args.verify_plan_out = plan.verify();
   args.write_plan_out = plan.write();

@@ -74,13 +74,7 @@ TEST_F(CudaValidation, BadArgumentsRaiseTheCpuMessageAndWriteNothing) {
     Verify(args);
   };
   auto plan_with_wrong_capacity = [](const auto& p, const TensorView& r, const TensorView& t) {
-    PlanArgs args;
-    args.verify_plan_out = p.verify();
-    args.write_plan_out = p.write();
-    args.inputs.req_pool_indices = r;
-    args.inputs.prefix_lens = r;
-    args.inputs.extend_seq_lens = r;
-    args.inputs.req_to_token = t;
+    PlanArgs args = testing::PlanCallOver(p, r, r, r, t);
     args.verify_capacity = 7;
     Plan(args);
   };
