@@ -50,5 +50,18 @@ TEST(Tensor, RejectsTooManyDimensionsAndMismatchedStrides) {
   EXPECT_THROW(TensorView(data, DType::kInt64, Device::CPU(), {1, 1}, {1}), Error);
 }
 
+// A shape whose element count overflows int64 builds (no undefined arithmetic) and reports a
+// saturated count, which the ops' bounds check then refuses.
+TEST(Tensor, HugeShapesSaturateInsteadOfOverflowing) {
+  int64_t data[1] = {};
+  const TensorView huge(data, DType::kInt64, Device::CPU(), {int64_t{1} << 62, 4, 4});
+  EXPECT_EQ(huge.numel(), INT64_MAX);
+  EXPECT_EQ(huge.stride(2), 1);
+  EXPECT_EQ(huge.stride(1), 4);
+  EXPECT_EQ(huge.stride(0), 16);
+  const TensorView wider(data, DType::kInt64, Device::CPU(), {4, int64_t{1} << 62, 4});
+  EXPECT_EQ(wider.stride(0), INT64_MAX);
+}
+
 }  // namespace
 }  // namespace kvcanary

@@ -79,6 +79,7 @@ class TensorView {
   int ndim() const { return ndim_; }
   int64_t size(int dim) const { return shape_[dim]; }
   int64_t stride(int dim) const { return strides_[dim]; }
+  // The product of the sizes, INT64_MAX when it overflows (every op refuses such a tensor).
   int64_t numel() const;
   // Python's len(): size(0), or 0 for a 0-d tensor.
   int64_t length() const { return ndim_ >= 1 ? shape_[0] : 0; }

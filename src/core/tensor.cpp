@@ -1,5 +1,6 @@
 #include "kvcanary/tensor.h"
 
+#include <cstdint>
 #include <sstream>
 
 #include "kvcanary/error.h"
@@ -78,13 +79,18 @@ TensorView::TensorView(void* data, DType dtype, Device device, const std::vector
     shape_[d] = shape[d];
     // torch's dense strides treat a size-0 dimension as size 1.
     strides_[d] = strides.empty() ? dense_stride : strides[d];
-    dense_stride *= shape[d] > 1 ? shape[d] : 1;
+    // Saturating: a shape too large for int64 gets strides the ops' bounds check then refuses.
+    if (__builtin_mul_overflow(dense_stride, shape[d] > 1 ? shape[d] : 1, &dense_stride)) {
+      dense_stride = INT64_MAX;
+    }
   }
 }
 
 int64_t TensorView::numel() const {
   int64_t n = 1;
-  for (int d = 0; d < ndim_; ++d) n *= shape_[d];
+  for (int d = 0; d < ndim_; ++d) {
+    if (__builtin_mul_overflow(n, shape_[d], &n)) return INT64_MAX;  // saturating
+  }
   return n;
 }
 
