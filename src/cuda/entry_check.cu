@@ -9,13 +9,11 @@ template cudaError_t LaunchEntryCheck<VerifyParams>(const VerifyHalves&, cudaStr
 template cudaError_t LaunchEntryCheck<FusedVerifyParams>(const FusedVerifyHalves&, cudaStream_t);
 
 int Verify(const VerifyHalves& halves, int device, StreamHandle stream) {
-  DeviceGuard guard(device);
-  return static_cast<int>(LaunchEntryCheck(halves, static_cast<cudaStream_t>(stream)));
+  return LaunchOnDevice(device, stream, LaunchEntryCheck<VerifyParams>, halves);
 }
 
 int FusedVerify(const FusedVerifyHalves& halves, int device, StreamHandle stream) {
-  DeviceGuard guard(device);
-  return static_cast<int>(LaunchEntryCheck(halves, static_cast<cudaStream_t>(stream)));
+  return LaunchOnDevice(device, stream, LaunchEntryCheck<FusedVerifyParams>, halves);
 }
 
 }  // namespace kvcanary::cuda

@@ -9,6 +9,7 @@
 
 #include "core/params.h"
 #include "core/record.h"
+#include "kvcanary/tensor.h"
 
 namespace kvcanary::cuda {
 
@@ -30,6 +31,14 @@ class DeviceGuard {
   int previous_ = 0;
   int device_ = 0;
 };
+
+// What every backend entry point does around its launcher: makes `device` current, enqueues
+// launch(params, stream) and returns its cudaError_t as an int.
+template <typename Launch, typename Params>
+int LaunchOnDevice(int device, StreamHandle stream, Launch&& launch, const Params& params) {
+  DeviceGuard guard(device);
+  return static_cast<int>(launch(params, static_cast<cudaStream_t>(stream)));
+}
 
 // Multiprocessors of the current device, read once per device.
 int MultiprocessorCount();

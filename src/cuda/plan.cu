@@ -36,8 +36,7 @@ int PlanOffsets(const PlanOffsetsParams& params, int device, StreamHandle stream
 }
 
 int PlanEntries(const PlanEntriesParams& params, int device, StreamHandle stream) {
-  DeviceGuard guard(device);
-  return static_cast<int>(LaunchPlanEntries(params, static_cast<cudaStream_t>(stream)));
+  return LaunchOnDevice(device, stream, LaunchPlanEntries, params);
 }
 
 }  // namespace kvcanary::cuda

@@ -5,13 +5,11 @@
 namespace kvcanary::cuda {
 
 int Scatter(const ScatterParams& params, int device, StreamHandle stream) {
-  DeviceGuard guard(device);
-  return static_cast<int>(LaunchScatter(params, static_cast<cudaStream_t>(stream)));
+  return LaunchOnDevice(device, stream, LaunchScatter, params);
 }
 
 int SwaTranslate(const SwaTranslateParams& params, int device, StreamHandle stream) {
-  DeviceGuard guard(device);
-  return static_cast<int>(LaunchSwaTranslate(params, static_cast<cudaStream_t>(stream)));
+  return LaunchOnDevice(device, stream, LaunchSwaTranslate, params);
 }
 
 }  // namespace kvcanary::cuda

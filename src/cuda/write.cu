@@ -5,8 +5,7 @@
 namespace kvcanary::cuda {
 
 int Write(const WriteHalves& halves, int device, StreamHandle stream) {
-  DeviceGuard guard(device);
-  return static_cast<int>(LaunchWrite(halves, static_cast<cudaStream_t>(stream)));
+  return LaunchOnDevice(device, stream, LaunchWrite, halves);
 }
 
 }  // namespace kvcanary::cuda

@@ -47,10 +47,8 @@ void ValidateLaunch(const LaunchContext& context, std::string_view op_label, sig
   sig::CheckEach(table.subspan(1), sig::kDType | sig::kShape);
   sizes();
   CheckSourceCountAndMode(context, op_label);
-  sig::CheckSameDevice(context.canary_buf, "canary_buf", table);
+  sig::CheckPlacement(context.canary_buf, "canary_buf", table);
   CheckSourceDevices(context);
-  sig::CheckWritable(table);
-  sig::CheckNoOverlap(table);
 }
 
 // A paired launch writes or reads two halves at once (concurrently on CUDA): the halves must be

@@ -86,13 +86,9 @@ void Validate(const PlanArgs& a) {
   sig::CheckEach(t.pool, sig::kWhole);                                        // P8
   sig::CheckEach(t.scratch, sig::kWhole);                                     // P9
   const VerifyPlanView& v = a.verify_plan_out;
-  if (offsets_only) {
-    sig::CheckSameDevice(v.verify_num_valid, "out_verify_num_valid", t.all);  // P10
-  } else {
-    sig::CheckSameDevice(v.verify_slot_indices, "out_verify_slot_indices", t.all);
-  }
-  sig::CheckWritable(t.all);
-  sig::CheckNoOverlap(t.all);
+  sig::CheckPlacement(offsets_only ? v.verify_num_valid : v.verify_slot_indices,
+                      offsets_only ? "out_verify_num_valid" : "out_verify_slot_indices",
+                      t.all);  // P10
 }
 
 }  // namespace

@@ -41,9 +41,7 @@ void Validate(const PlanEntriesArgs& a) {
   }
   sig::CheckEach(all.subspan(rest_begin), sig::kWhole);
   CheckReqToTokenStride0(a.inputs);
-  sig::CheckSameDevice(a.verify_offsets_scratch, "verify_offsets_scratch", all);
-  sig::CheckWritable(all);
-  sig::CheckNoOverlap(all);
+  sig::CheckPlacement(a.verify_offsets_scratch, "verify_offsets_scratch", all);
 }
 
 }  // namespace

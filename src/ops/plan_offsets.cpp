@@ -74,9 +74,7 @@ void Validate(const PlanOffsetsArgs& a) {
   sig::CheckEach(table, sig::kShape);                              // O12-O15
   CheckWritePlanSizes(write, a.inputs.req_pool_indices.length());  // O16, O17
   CheckReqToTokenStride0(a.inputs);                                // O18
-  sig::CheckSameDevice(a.out_verify_offsets_scratch, "out_verify_offsets_scratch", table);  // O19
-  sig::CheckWritable(table);
-  sig::CheckNoOverlap(table);
+  sig::CheckPlacement(a.out_verify_offsets_scratch, "out_verify_offsets_scratch", table);  // O19
 }
 
 }  // namespace

@@ -46,9 +46,7 @@ void Validate(const ScatterArgs& a) {
     ThrowError(kPrefix, "offsets length ", a.offsets.size(0), " != bs+1 (", bs + 1, ")");
   }
   // S4.
-  sig::CheckSameDevice(a.pool_out, "pool_out", table);
-  sig::CheckWritable(table);
-  sig::CheckNoOverlap(table);
+  sig::CheckPlacement(a.pool_out, "pool_out", table);
 }
 
 }  // namespace

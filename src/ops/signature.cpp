@@ -169,11 +169,18 @@ void CheckNoOverlap(Specs specs) {
       const TensorSpec& other = specs[j];
       if (j == i || bytes[j] == 0 || (other.output && j < i)) continue;
       if (begin[i] >= begin[j] + bytes[j] || begin[j] >= begin[i] + bytes[i]) continue;
-      if (!other.output && other.name == out.may_alias && SameView(*out.view, *other.view)) continue;
+      if (!other.output && other.name == out.may_alias && SameView(*out.view, *other.view))
+        continue;
       ThrowError("kv-canary: ", out.name, " overlaps ", other.name,
                  " in memory; an output needs memory of its own");
     }
   }
+}
+
+void CheckPlacement(const TensorView& reference, std::string_view reference_name, Specs specs) {
+  CheckSameDevice(reference, reference_name, specs);
+  CheckWritable(specs);
+  CheckNoOverlap(specs);
 }
 
 }  // namespace kvcanary::sig

@@ -136,5 +136,8 @@ void CheckWritable(Specs specs);
 // No output shares a byte with another output, nor with an input other than its may_alias input
 // passed as the very same view.
 void CheckNoOverlap(Specs specs);
+// Where the tensors live, the last checks of every op: CheckSameDevice, CheckWritable, then
+// CheckNoOverlap.
+void CheckPlacement(const TensorView& reference, std::string_view reference_name, Specs specs);
 
 }  // namespace kvcanary::sig

@@ -26,9 +26,7 @@ void SwaTranslate(const SwaTranslateArgs& args, StreamHandle stream) {
   sig::CheckPresent(table);
   sig::CheckBounds(table);
   sig::CheckEach(table, sig::kWhole);
-  sig::CheckSameDevice(args.out_slot_indices, "out_slot_indices", table);
-  sig::CheckWritable(table);
-  sig::CheckNoOverlap(table);
+  sig::CheckPlacement(args.out_slot_indices, "out_slot_indices", table);
   const SwaTranslateParams params{args.slot_indices.data_as<const int64_t>(),
                                   args.out_slot_indices.data_as<int64_t>(), n,
                                   SwaLutOf(args.full_to_swa_index_mapping)};
