@@ -154,6 +154,9 @@ const Row kRows[] = {
      "kv-canary: write_offsets_len must be positive, got 0"},
     // O5 (write_req_capacity < 0) cannot arise: the C++ API derives write_req_capacity from
     // len(out_write_seed_slot_indices), which is never negative.
+    {"O6VerifyCapacityAboveTheInt32Counts",
+     [](OffsetsCase&, PlanOffsetsArgs& a) { a.verify_capacity = int64_t{1} << 31; },
+     "kv-canary: verify_capacity must be <= 2147483647, got 2147483648"},
     {"O6NegativeVerifyCapacity", [](OffsetsCase&, PlanOffsetsArgs& a) { a.verify_capacity = -1; },
      "kv-canary: verify_capacity must be non-negative, got -1"},
     {"O7ZeroReqToTokenStride0",

@@ -4,8 +4,8 @@
 #include <vector>
 
 #include "core/real_kv.h"
-#include "core/write_math.h"
 #include "core/wrap.h"
+#include "core/write_math.h"
 #include "cpu/backend.h"
 #include "cpu/parallel.h"
 #include "cpu/ring.h"
@@ -14,23 +14,24 @@ namespace kvcanary::cpu {
 
 void Write(const WriteParams& params) {
   const LaunchParams& launch = params.launch;
-  *launch.kernel_run_counter = WrapAdd(*launch.kernel_run_counter, 1);
   const int64_t num_rows = ClampCount(*params.num_valid_reqs, params.capacity);  // D2
-
+  // Host memory first: a failed allocation leaves the counters as they were.
   std::vector<ChainState> chains(num_rows);
+  std::vector<uint64_t> real_kv_hashes;
+  if (launch.real_kv.num_sources > 0) real_kv_hashes.assign(params.num_tokens, 0);
+  *launch.kernel_run_counter = WrapAdd(*launch.kernel_run_counter, 1);
+
   for (int64_t r = 0; r < num_rows; ++r) chains[r] = LoadChainSeed(params, r);
 
-  std::vector<uint64_t> real_kv_hashes;
   if (launch.real_kv.num_sources > 0) {
-    real_kv_hashes.assign(params.num_tokens, 0);
-    ForEachChunk(params.num_tokens, ChunkCount(params.num_tokens),
-                 [&](int, int64_t begin, int64_t end) {
-                   for (int64_t i = begin; i < end; ++i) {
-                     if (IsWrittenToken(params, i)) {
-                       real_kv_hashes[i] = RealKvFingerprint(launch.real_kv, params.out_cache_loc[i]);
-                     }
-                   }
-                 });
+    ForEachChunk(
+        params.num_tokens, ChunkCount(params.num_tokens), [&](int, int64_t begin, int64_t end) {
+          for (int64_t i = begin; i < end; ++i) {
+            if (IsWrittenToken(params, i)) {
+              real_kv_hashes[i] = RealKvFingerprint(launch.real_kv, params.out_cache_loc[i]);
+            }
+          }
+        });
   }
 
   int64_t written = 0;

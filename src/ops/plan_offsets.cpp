@@ -54,6 +54,8 @@ void CheckScalars(const PlanOffsetsArgs& a) {
   if (a.verify_capacity < 0) {
     ThrowError("kv-canary: verify_capacity must be non-negative, got ", a.verify_capacity);
   }
+  // The device counts are int32: a larger capacity would let num_valid wrap (kvcanary).
+  CheckCapacityFitsDeviceCount(a.verify_capacity, "verify_capacity");
   if (stride0 <= 0) ThrowError("kv-canary: req_to_token_stride0 must be positive, got ", stride0);
   if (lut_len < 0) ThrowError("kv-canary: lut_len must be non-negative, got ", lut_len);
   if (has_lut && lut_len <= 0) {
