@@ -21,6 +21,12 @@ inline void RecordViolation(const LaunchParams& launch, const ViolationRow& row)
   }
 }
 
+// `count` rows past the ring: the index advances as `count` RecordViolation calls would (mod 2^32).
+inline void CountDroppedViolations(const LaunchParams& launch, int64_t count) {
+  const auto seq = static_cast<uint32_t>(*launch.write_index);
+  *launch.write_index = static_cast<int32_t>(seq + static_cast<uint32_t>(count));
+}
+
 inline void RecordViolations(const LaunchParams& launch, const std::vector<ViolationRow>& rows) {
   for (const ViolationRow& row : rows) RecordViolation(launch, row);
 }

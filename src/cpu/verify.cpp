@@ -1,6 +1,7 @@
 // CPU reference of the verify operation (spec/kernels.md §8) and of the fused verify (entries
 // derived from the plan inputs). Entries are checked in parallel chunks; each chunk keeps its rows
 // and the rows are recorded in entry order afterwards.
+#include <algorithm>
 #include <vector>
 
 #include "core/verify_math.h"
@@ -14,6 +15,12 @@ namespace {
 
 constexpr int64_t kPrefetchDistance = 16;
 
+// The rows one chunk found: those that can still reach the ring, and how many more.
+struct ChunkRows {
+  std::vector<ViolationRow> kept;
+  int64_t dropped = 0;
+};
+
 // Counts the launch, then checks entries [0, n) of an enabled launch. make_cursor() gives an
 // object whose At(e) returns entry e and SlotAt(e) its slot, each asked for in increasing e.
 template <typename MakeCursor>
@@ -23,7 +30,11 @@ void CheckEntries(const LaunchParams& launch, bool check_token, bool enabled, in
   if (!enabled) return;
   *launch.slot_run_counter = WrapAdd(*launch.slot_run_counter, n);
   const int chunks = ChunkCount(n);
-  std::vector<std::vector<ViolationRow>> found(chunks);
+  // A chunk's row i lands at write_index + (rows of earlier chunks) + i, so only its first
+  // `keep` rows can reach the ring; the others are counted, not buffered: host memory stays
+  // bounded by the ring's capacity, not by the number of failing entries.
+  const int64_t keep = std::max<int64_t>(0, launch.ring_capacity - *launch.write_index);
+  std::vector<ChunkRows> found(chunks);
   ForEachChunk(n, chunks, [&](int chunk, int64_t begin, int64_t end) {
     auto cursor = make_cursor(begin);
     auto ahead = make_cursor(begin + kPrefetchDistance);
@@ -37,10 +48,19 @@ void CheckEntries(const LaunchParams& launch, bool check_token, bool enabled, in
         }
       }
       ViolationRow row;
-      if (CheckEntry(launch, check_token, cursor.At(e), &row) != 0) found[chunk].push_back(row);
+      if (CheckEntry(launch, check_token, cursor.At(e), &row) == 0) continue;
+      ChunkRows& rows = found[chunk];
+      if (static_cast<int64_t>(rows.kept.size()) < keep) {
+        rows.kept.push_back(row);
+      } else {
+        rows.dropped += 1;
+      }
     }
   });
-  for (const std::vector<ViolationRow>& rows : found) RecordViolations(launch, rows);
+  for (const ChunkRows& rows : found) {
+    RecordViolations(launch, rows.kept);
+    CountDroppedViolations(launch, rows.dropped);
+  }
 }
 
 // Entries of a plan's arrays.
