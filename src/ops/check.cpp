@@ -50,12 +50,6 @@ void Writable(const TensorView& t, std::string_view name) {
   if (!t.writable()) ThrowError("kv-canary: ", name, " must be writable");
 }
 
-void Vector(const TensorView& t, DType dtype, int64_t length, std::string_view name) {
-  HasDType(t, dtype, name);
-  Is1D(t, name);
-  HasLength(t, length, name);
-}
-
 void SameDevice(const TensorView& reference, std::string_view reference_name,
                 std::initializer_list<Named> tensors) {
   for (const auto& [tensor, name] : tensors) {
@@ -64,16 +58,6 @@ void SameDevice(const TensorView& reference, std::string_view reference_name,
                  reference.device().ToString(), ", got ", tensor->device().ToString());
     }
   }
-}
-
-void AllWritable(std::initializer_list<Named> tensors) {
-  for (const auto& [tensor, name] : tensors) {
-    if (tensor->defined()) Writable(*tensor, name);
-  }
-}
-
-void AllPresent(std::initializer_list<Named> tensors) {
-  for (const auto& [tensor, name] : tensors) Present(*tensor, name);
 }
 
 }  // namespace kvcanary::check

@@ -1,6 +1,6 @@
-// Validation helpers of the ops layer: one helper per generic message of spec/kernels.md §11, so
-// each op validates as a list of one-line checks in the spec's order. Each throws kvcanary::Error
-// with the exact text; none reads tensor contents.
+// The generic validation messages of the ops layer (docs/validation.md), one helper each: the
+// table engine of ops/signature.h throws through them, and the few checks outside a table use
+// them directly. Each throws kvcanary::Error with the exact text; none reads tensor contents.
 #pragma once
 
 #include <cstdint>
@@ -31,9 +31,6 @@ void HasColumns(const TensorView& t, int64_t columns, std::string_view name);
 // G8 "kv-canary: {name} must be writable"
 void Writable(const TensorView& t, std::string_view name);
 
-// G2 then G3 then G5: a 1-D tensor of `dtype` and `length` elements.
-void Vector(const TensorView& t, DType dtype, int64_t length, std::string_view name);
-
 // A tensor paired with the name messages give it.
 using Named = std::pair<const TensorView*, std::string_view>;
 
@@ -41,9 +38,5 @@ using Named = std::pair<const TensorView*, std::string_view>;
 // device {ref_device}, got {device}".
 void SameDevice(const TensorView& reference, std::string_view reference_name,
                 std::initializer_list<Named> tensors);
-// G8 for each present tensor of `tensors`.
-void AllWritable(std::initializer_list<Named> tensors);
-// kvcanary: the required tensors of an op, checked for presence before anything else.
-void AllPresent(std::initializer_list<Named> tensors);
 
 }  // namespace kvcanary::check

@@ -34,7 +34,6 @@ enum class Layout : uint8_t {
   // req_to_token in the C++ API: a 2-D view with unit inner stride and row stride >= width (a
   // slice of a wider table); a tensor that is not 2-D must still be contiguous.
   kRowView,
-  kAny,  // strides honoured by the backend (scatter)
 };
 
 struct TensorSpec {

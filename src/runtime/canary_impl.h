@@ -124,6 +124,8 @@ class CanaryManager::Impl final : public PerturbationHost {
   void LaunchEndpoints(int inner, Stage stage);
   // Verify of one group's plan arrays (split ranges and sweeps, whatever the verify path).
   void VerifyGroup(size_t group, Stage stage, const VerifyPlanView& plan, bool check_token);
+  // Throws the phase-mismatch error unless `forward` may move from `expected` to `next`.
+  void CheckTransition(const ForwardState& forward, Phase expected, Phase next) const;
   void Transition(ForwardState& forward, Phase expected, Phase next);
   ForwardState& ForwardAt(int inner);
   void UploadTokenPool(ForwardState& forward, const std::vector<int64_t>& offsets);

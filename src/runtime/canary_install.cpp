@@ -182,8 +182,9 @@ CanaryManager::Impl::Impl(const Config& config, const InstallArgs& args)
     if (verify_path_->CanOverflow()) {
       sweep_.plans.push_back(forwards_[0].groups[g].verify_plan);
     } else {
-      sweep_.plan_memory.emplace_back(device_, VerifyPlanAllocationBytes(verify_cap));
-      sweep_.plans.push_back(VerifyPlanViewOf(sweep_.plan_memory.back(), verify_cap));
+      VerifyPlanMemory plan = AllocateVerifyPlan(device_, verify_cap);
+      sweep_.plans.push_back(plan.view);
+      sweep_.plan_memory.push_back(std::move(plan.memory));
     }
   }
   verify_entries_bound_ = std::min<int64_t>(kMaxDeviceCount, CheckedProduct(req_cap, width));

@@ -8,20 +8,22 @@
 
 namespace kvcanary::runtime {
 
-void CanaryManager::Impl::Transition(ForwardState& forward, Phase expected, Phase next) {
+void CanaryManager::Impl::CheckTransition(const ForwardState& forward, Phase expected,
+                                          Phase next) const {
   if (step_.init_finished && forward.phase != expected) {
     ThrowError("kv-canary: per-forward phase mismatch \xE2\x80\x94 expected ", PhaseName(expected),
                " before transitioning to ", PhaseName(next));
   }
+}
+
+void CanaryManager::Impl::Transition(ForwardState& forward, Phase expected, Phase next) {
+  CheckTransition(forward, expected, next);
   forward.phase = next;
 }
 
 void CanaryManager::Impl::CheckForwardInput(const ForwardState& forward, const ForwardBatch& batch,
                                             const ForwardHostInput& host) const {
-  if (step_.init_finished && forward.phase != Phase::kIdle) {
-    ThrowError("kv-canary: per-forward phase mismatch \xE2\x80\x94 expected ",
-               PhaseName(Phase::kIdle), " before transitioning to ", PhaseName(Phase::kAfterPreOut));
-  }
+  CheckTransition(forward, Phase::kIdle, Phase::kAfterPreOut);
   // Capacity checks (§4.2): the text up to ';' is SGLang's.
   if (batch.batch_size > capacities_.write_req_capacity) {
     ThrowError("kv-canary: forward_batch.batch_size=", batch.batch_size,

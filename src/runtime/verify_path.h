@@ -65,7 +65,8 @@ class VerifyPath {
 std::unique_ptr<VerifyPath> MakePlannedVerifyPath();
 std::unique_ptr<VerifyPath> MakeFusedVerifyPath();
 
-// A verify plan of `capacity` entries laid out in `memory` (VerifyPlanAllocationBytes of it).
-VerifyPlanView VerifyPlanViewOf(const DeviceBuffer& memory, int64_t capacity);
+// A verify plan with entry arrays of `capacity` entries: the planned path's forward plan, and the
+// sweep's own plan when the forwards' plans hold none.
+VerifyPlanMemory AllocateVerifyPlan(Device device, int64_t capacity);
 
 }  // namespace kvcanary::runtime

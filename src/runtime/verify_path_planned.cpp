@@ -7,9 +7,7 @@ namespace {
 class PlannedVerifyPath final : public VerifyPath {
  public:
   VerifyPlanMemory AllocateForwardPlan(Device device, int64_t verify_capacity) const override {
-    VerifyPlanMemory plan{DeviceBuffer(device, VerifyPlanAllocationBytes(verify_capacity)), {}};
-    plan.view = VerifyPlanViewOf(plan.memory, verify_capacity);
-    return plan;
+    return AllocateVerifyPlan(device, verify_capacity);
   }
   int64_t ScratchesPerForward(int64_t) const override { return 1; }
   int64_t PlanCapacity(int64_t verify_capacity, int64_t) const override { return verify_capacity; }
@@ -40,13 +38,16 @@ class PlannedVerifyPath final : public VerifyPath {
 
 }  // namespace
 
-VerifyPlanView VerifyPlanViewOf(const DeviceBuffer& memory, int64_t capacity) {
-  return VerifyPlanView{memory.View(DType::kInt64, {capacity}, 0),
-                        memory.View(DType::kInt64, {capacity}, 8 * capacity),
-                        memory.View(DType::kInt64, {capacity}, 16 * capacity),
-                        memory.View(DType::kInt64, {capacity}, 24 * capacity),
-                        memory.View(DType::kInt32, {1}, 32 * capacity),
-                        memory.View(DType::kInt32, {1}, 32 * capacity + 4)};
+VerifyPlanMemory AllocateVerifyPlan(Device device, int64_t capacity) {
+  VerifyPlanMemory plan{DeviceBuffer(device, VerifyPlanAllocationBytes(capacity)), {}};
+  const DeviceBuffer& m = plan.memory;
+  plan.view = VerifyPlanView{m.View(DType::kInt64, {capacity}, 0),
+                             m.View(DType::kInt64, {capacity}, 8 * capacity),
+                             m.View(DType::kInt64, {capacity}, 16 * capacity),
+                             m.View(DType::kInt64, {capacity}, 24 * capacity),
+                             m.View(DType::kInt32, {1}, 32 * capacity),
+                             m.View(DType::kInt32, {1}, 32 * capacity + 4)};
+  return plan;
 }
 
 std::unique_ptr<VerifyPath> MakePlannedVerifyPath() {
