@@ -4,7 +4,6 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -37,11 +36,6 @@ using Row = RejectRow<ScatterCase>;
 alignas(64) uint8_t misaligned_backing[64];
 int64_t* const kMisaligned = reinterpret_cast<int64_t*>(misaligned_backing + 1);
 
-std::string Hex(const void* p) {
-  std::ostringstream out;
-  out << std::hex << reinterpret_cast<uintptr_t>(p);
-  return out.str();
-}
 constexpr auto kType = Error::Category::kType;
 constexpr const char* kPrefix = "kv-canary: scatter_req_token_ids ";
 
@@ -66,7 +60,7 @@ const Row kRows[] = {
        a.offsets = TensorView(kMisaligned, DType::kInt64, Device::CPU(), {3});
      },
      "kv-canary: offsets data must be 8-byte aligned for torch.int64, got address 0x" +
-         Hex(kMisaligned)},
+         AddressHex(kMisaligned)},
     // An output sharing memory with an input.
     {"OverlapPoolOutOverFlatIn",
      [](ScatterCase& c, ScatterArgs& a) {

@@ -5,7 +5,6 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <sstream>
 #include <string>
 
 #include "kvcanary/context.h"
@@ -288,10 +287,8 @@ TensorView MisalignedKv() {
   return TensorView(misaligned_backing + 8, DType::kUInt8, Device::CPU(), {7, 64});
 }
 std::string MisalignedMessage() {
-  std::ostringstream message;
-  message << "kv-canary: RealKvSource.tensor data pointer must be 16-byte aligned, got 0x"
-          << std::hex << reinterpret_cast<uintptr_t>(MisalignedKv().data());
-  return message.str();
+  return "kv-canary: RealKvSource.tensor data pointer must be 16-byte aligned, got 0x" +
+         AddressHex(MisalignedKv().data());
 }
 
 using SourceRow = RejectRow<RealKvSourceCase>;

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <cstring>
 #include <initializer_list>
+#include <sstream>
 #include <string>
 #include <utility>
 #include <vector>
@@ -93,6 +94,14 @@ TensorView EveryOther(const HostTensor<T>& backing) {
 template <typename T>
 TensorView Gapped(const HostTensor<T>& t) {
   return t.view({(t.shape()[0] + 1) / 2}, {2});
+}
+
+// An address as the alignment messages print it: lower-case hex digits, no "0x". Rows that name a
+// pointer point into static buffers, whose addresses are fixed when the tables are built.
+inline std::string AddressHex(const void* p) {
+  std::ostringstream out;
+  out << std::hex << reinterpret_cast<uintptr_t>(p);
+  return out.str();
 }
 
 // Runs `op`, which must throw exactly `message`, and checks that `before` still holds.
