@@ -2,12 +2,12 @@
 // the step, reporter, rank signal, health, stats, sweep), with the phases split across files:
 //   canary_install.cpp   allocation, endpoints, the install log line
 //   canary_step.cpp      phases 1-4 and the endpoint launches
-//   canary_split.cpp     verification in chunks when a step overflows the plan (§4.8)
+//   canary_split.cpp     verification in chunks when a step overflows the plan
 //   canary_report.cpp    violation pump and reporter, health, stats, overflow warner, metrics
-//   canary_sweep.cpp     periodic sweep of the radix cache (§9)
-//   canary_offload.cpp   host-offload sidecar, verify_backup and PD splice (§13, §14)
+//   canary_sweep.cpp     periodic sweep of the radix cache
+//   canary_offload.cpp   host-offload sidecar, verify_backup and PD splice
 //   verify_path_*.cpp    how HEAD/TAIL verification runs (planned or fused)
-//   perturbation.cpp     fault injection (§12): the Perturber, which sees the runtime only
+//   perturbation.cpp     fault injection: the Perturber, which sees the runtime only
 //                        through PerturbationHost
 #pragma once
 
@@ -29,7 +29,7 @@
 
 namespace kvcanary::runtime {
 
-// The device state shared by every launch (§3.4): the violation ring and its write index, the
+// The device state shared by every launch: the violation ring and its write index, the
 // per-tag counters, the chain-assert flag and the expected-token pool.
 struct DeviceState {
   DeviceBuffer ring;                 // [ring_capacity, 8] int64
@@ -54,7 +54,7 @@ struct StepState {
   int num_forwards = 0;  // inner forwards begun in this step
 };
 
-// The reporter (§6): what has been read back, logged and raised.
+// The reporter: what has been read back, logged and raised.
 struct ReporterState {
   std::unique_ptr<DelayedRead> pump_read;  // the write index, one step late
   int64_t last_logged = 0;
@@ -67,7 +67,7 @@ struct ReporterState {
   std::array<int64_t, kNumLaunchTags> violations_by_tag{};
 };
 
-// The all-reduced violation signal across ranks (§16).
+// The all-reduced violation signal across ranks.
 struct RankSignalState {
   SingleRankReducer single_rank;
   ViolationSignalReducer* reducer = nullptr;  // null: the signal is off
@@ -76,7 +76,7 @@ struct RankSignalState {
   bool other_rank_reported = false;
 };
 
-// The health check (§7) and the stats line.
+// The health check and the stats line.
 struct HealthState {
   std::unique_ptr<HealthChecker> checker;
   std::unique_ptr<DelayedRead> read;  // kernel counters, one step late
@@ -93,7 +93,7 @@ struct StatsState {
   int64_t split_steps = 0;
 };
 
-// The periodic sweep (§9) of the engine's radix cache.
+// The periodic sweep of the engine's radix cache.
 struct SweepState {
   const RadixView* radix = nullptr;
   int64_t last_step = -1;
@@ -159,7 +159,7 @@ class CanaryManager::Impl final : public PerturbationHost {
   void MaybeSweep();
 
   // canary_offload.cpp
-  // verify_backup (§13): per half, the group's real-KV source rebuilt over the host copy of
+  // verify_backup: per half, the group's real-KV source rebuilt over the host copy of
   // layer 0 (absent when the half has no source). Validates the host views; throws Error.
   std::array<std::optional<RealKvSource>, 2> BackupSources(const GroupState& group,
                                                            const HostLayer0& host_layer0) const;
@@ -214,7 +214,7 @@ class CanaryManager::Impl final : public PerturbationHost {
   StatsState stats_;
   SweepState sweep_;
 
-  // Fault injection (§12): present when the install's PerturbConfig enables any kind.
+  // Fault injection: present when the install's PerturbConfig enables any kind.
   std::unique_ptr<Perturber> perturber_;
   PerturbationListener perturbation_listener_;
 };

@@ -1,5 +1,5 @@
-// The state the runtime keeps per buffer group and per inner forward, allocated at install
-// (spec/runtime.md §3.4). Shared by the manager's phases and the perturber, which reads it.
+// The state the runtime keeps per buffer group and per inner forward, allocated at install.
+// Shared by the manager's phases and the perturber, which reads it.
 #pragma once
 
 #include <cstdint>
@@ -17,7 +17,7 @@ namespace kvcanary::runtime {
 enum class Stage { kHead = 0, kTail = 1, kSweep = 2 };
 enum class Half { kK = 0, kV = 1 };
 
-// The per-forward phase word of §4.9, kept on the host (checked when hooks run eagerly).
+// The per-forward phase word, kept on the host (checked when hooks run eagerly).
 enum class Phase { kIdle = 0, kAfterPreOut = 1, kAfterPreMaybeIn = 2, kAfterPostMaybeIn = 3 };
 const char* PhaseName(Phase phase);
 
@@ -31,7 +31,7 @@ struct GroupState {
   // [num_slots, 32] uint8 records: index Stage (head/tail) * 2 + Half.
   DeviceBuffer buffers[4];
   std::vector<RealKvSource> sources[2];  // per Half; empty with real_data none
-  DeviceBuffer host_mirrors[4];          // host-offload sidecar (§13), pinned
+  DeviceBuffer host_mirrors[4];          // host-offload sidecar, pinned
   int64_t host_slots = 0;
 
   TensorView Buffer(Stage stage, Half half) const {
@@ -40,7 +40,7 @@ struct GroupState {
   }
 };
 
-// What one inner forward owns, allocated once (§3.4).
+// What one inner forward owns, allocated once.
 struct ForwardState {
   struct PerGroup {
     DeviceBuffer verify_plan_memory;
@@ -48,7 +48,7 @@ struct ForwardState {
     DeviceBuffer swa_slots;  // [entry capacity] int64 translated out_cache_loc (SWA only)
     VerifyPlanView verify_plan;
     WritePlanView write_plan;
-    // Split mode for this step: contiguous live-row ranges whose verify totals fit (§4.8).
+    // Split mode for this step: contiguous live-row ranges whose verify totals fit.
     bool split = false;
     int64_t split_total = 0;
     std::vector<std::pair<int64_t, int64_t>> split_ranges;
@@ -58,7 +58,7 @@ struct ForwardState {
   DeviceBuffer expected_positions;  // [entry capacity] int64
   DeviceBuffer valid_lens;          // [req capacity] int64
   DeviceBuffer plan_scratch;        // [req capacity + 1] int64, one per group with fused verify
-  // Snapshot after TAIL (§4.4): per group enable (int32), then write index, then counters.
+  // Snapshot after TAIL: per group enable (int32), then write index, then counters.
   DeviceBuffer snapshot_enable;     // [groups] int32
   std::unique_ptr<DelayedRead> overflow_read;
   int64_t skipped_steps = 0;
