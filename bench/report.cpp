@@ -45,6 +45,19 @@ nlohmann::ordered_json OpJson(const OpResult& op) {
 // "a / b" as "1.23x", or "–" when b is 0.
 std::string Ratio(double a, double b) { return b > 0 ? Format("%.2f", a / b) + "x" : "–"; }
 
+// One row: what each op costs the host per call, before any of its work (see call_cost.h).
+void PrintCallCosts(std::ostream& out, const std::vector<CallCost>& costs) {
+  if (costs.empty()) return;
+  out << "host cost per op call (checks, dispatch and launch of a one-token call; host clock):\n\n"
+      << "| µs per call |";
+  for (const CallCost& cost : costs) out << " " << cost.op << " |";
+  out << "\n|---|";
+  for (size_t i = 0; i < costs.size(); ++i) out << "--:|";
+  out << "\n| one-token call |";
+  for (const CallCost& cost : costs) out << " " << Time(cost.per_call) << " |";
+  out << "\n\n";
+}
+
 }  // namespace
 
 void PrintTable(std::ostream& out, const BenchResults& results) {
@@ -58,6 +71,7 @@ void PrintTable(std::ostream& out, const BenchResults& results) {
       << results.reps << " reps after " << results.warmup << " warm-up, µs\n\n";
   out << "ceiling: " << ceiling.method << ": " << Format("%.2f", ceiling.gbps)
       << " GB/s read+write, " << Time(ceiling.time) << " µs\n\n";
+  PrintCallCosts(out, results.call_costs);
   out << "| case | real KV | entries | tokens | plan µs | verify µs | % ceil | offsets plan µs | "
          "fused verify µs | fused GB/s | % ceil | write µs | write GB/s | % ceil | step µs | "
          "step floor µs | step / floor | planned step µs | chain floor µs | loaded chain µs | "
@@ -112,6 +126,10 @@ void WriteJson(std::ostream& out, const BenchResults& results) {
   json["ceiling"]["method"] = results.ceiling.method;
   json["ceiling"]["bytes_copied"] = results.ceiling.bytes_copied;
   json["ceiling"]["gbps"] = results.ceiling.gbps;
+  json["call_costs"] = nlohmann::ordered_json::object();
+  for (const CallCost& cost : results.call_costs) {
+    json["call_costs"][cost.op] = TimeJson(cost.per_call);
+  }
   json["cases"] = nlohmann::ordered_json::array();
   for (const CaseResult& r : results.cases) {
     json["cases"].push_back({{"case", r.shape.name},

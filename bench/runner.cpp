@@ -108,6 +108,8 @@ BenchResults RunSuite(BenchDevice& device, const Suite& suite, const RunOptions&
   progress("allocating and filling the pool");
   Pool pool(device, suite, kSeed);
   Rng rng(kSeed);
+  progress("host cost per op call");
+  results.call_costs = MeasureCallCosts(device, pool, suite, rng, results.reps);
 
   const size_t total = suite.cases.size() * std::size(kRealDataModes);
   size_t done = 0;

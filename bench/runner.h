@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/call_cost.h"
 #include "bench/cases.h"
 #include "bench/device.h"
 
@@ -46,6 +47,7 @@ struct BenchResults {
   int reps = 0;
   int warmup = 0;
   Ceiling ceiling;
+  std::vector<CallCost> call_costs;  // host µs per call of each op, on a one-token call
   std::vector<CaseResult> cases;
 };
 

@@ -102,20 +102,13 @@ enum class RealKvHashMode : int32_t {
 };
 
 // Stamped into column 0 of every violation row; indexes the per-tag counter arrays.
+// One row per group: its HEAD, TAIL and SWEEP launches, K then V.
+// clang-format off
 enum class CanaryLaunchTag : int64_t {
-  kHeadKFull = 0,
-  kHeadVFull = 1,
-  kTailKFull = 2,
-  kTailVFull = 3,
-  kSweepKFull = 4,
-  kSweepVFull = 5,
-  kHeadKSwa = 6,
-  kHeadVSwa = 7,
-  kTailKSwa = 8,
-  kTailVSwa = 9,
-  kSweepKSwa = 10,
-  kSweepVSwa = 11,
+  kHeadKFull = 0, kHeadVFull = 1, kTailKFull = 2, kTailVFull = 3, kSweepKFull = 4, kSweepVFull = 5,
+  kHeadKSwa = 6,  kHeadVSwa = 7,  kTailKSwa = 8,  kTailVSwa = 9,  kSweepKSwa = 10, kSweepVSwa = 11,
 };
+// clang-format on
 inline constexpr int kNumLaunchTags = 12;
 
 // "HEAD_K_FULL" ... "SWEEP_V_SWA", or nullptr for a value outside [0, kNumLaunchTags).

@@ -13,10 +13,12 @@ void PlanOffsets(const PlanOffsetsParams& params);
 // kernel traps instead). Nothing below ops/ throws.
 void PlanEntries(const PlanEntriesParams& params);
 void SwaTranslate(const SwaTranslateParams& params);
-void Verify(const VerifyParams& params);
+// The paired ops run one half (one K or V context) per call, overloaded on their parameters so
+// that ops/ runs any of them through one template (RunPairedOp).
+void RunHalf(const VerifyParams& params);
 // Plan entries and verify in one pass: checks what PlanEntries + Verify would.
-void FusedVerify(const FusedVerifyParams& params);
-void Write(const WriteParams& params);
+void RunHalf(const FusedVerifyParams& params);
+void RunHalf(const WriteParams& params);
 void Scatter(const ScatterParams& params);
 
 }  // namespace kvcanary::cpu

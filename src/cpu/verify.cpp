@@ -99,14 +99,14 @@ struct FusedCursor {
 
 }  // namespace
 
-void Verify(const VerifyParams& params) {
+void RunHalf(const VerifyParams& params) {
   const bool enabled = *params.enable != 0;
   const int64_t n = enabled ? ClampCount(*params.num_valid, params.capacity) : 0;  // D2
   CheckEntries(params.launch, params.check_token, enabled, n,
                [&](int64_t) { return PlannedCursor{&params}; });
 }
 
-void FusedVerify(const FusedVerifyParams& params) {
+void RunHalf(const FusedVerifyParams& params) {
   const int64_t n = FusedEntryCount(params);
   CheckEntries(params.launch, params.check_token, *params.enable != 0, n,
                [&](int64_t first) { return FusedCursor(params, first < n ? first : n - 1); });

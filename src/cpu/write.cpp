@@ -12,7 +12,7 @@
 
 namespace kvcanary::cpu {
 
-void Write(const WriteParams& params) {
+void RunHalf(const WriteParams& params) {
   const LaunchParams& launch = params.launch;
   const int64_t num_rows = ClampCount(*params.num_valid_reqs, params.capacity);  // D2
   // Host memory first: a failed allocation leaves the counters as they were.

@@ -15,10 +15,11 @@ int PlanOffsets(const PlanOffsetsParams& params, int device, StreamHandle stream
 int PlanEntries(const PlanEntriesParams& params, int device, StreamHandle stream);
 int SwaTranslate(const SwaTranslateParams& params, int device, StreamHandle stream);
 // One launch for both halves of a paired K/V launch: verify reads each plan entry once, fused
-// verify derives each entry once, write runs the two chains concurrently.
-int Verify(const VerifyHalves& halves, int device, StreamHandle stream);
-int FusedVerify(const FusedVerifyHalves& halves, int device, StreamHandle stream);
-int Write(const WriteHalves& halves, int device, StreamHandle stream);
+// verify derives each entry once, write runs the two chains concurrently. Overloaded on the
+// halves, so that ops/ launches any of them through one template (RunPairedOp).
+int LaunchHalves(const VerifyHalves& halves, int device, StreamHandle stream);
+int LaunchHalves(const FusedVerifyHalves& halves, int device, StreamHandle stream);
+int LaunchHalves(const WriteHalves& halves, int device, StreamHandle stream);
 int Scatter(const ScatterParams& params, int device, StreamHandle stream);
 
 // cudaGetErrorString of a code these functions returned.

@@ -8,11 +8,11 @@ namespace kvcanary::cuda {
 template cudaError_t LaunchEntryCheck<VerifyParams>(const VerifyHalves&, cudaStream_t);
 template cudaError_t LaunchEntryCheck<FusedVerifyParams>(const FusedVerifyHalves&, cudaStream_t);
 
-int Verify(const VerifyHalves& halves, int device, StreamHandle stream) {
+int LaunchHalves(const VerifyHalves& halves, int device, StreamHandle stream) {
   return LaunchOnDevice(device, stream, LaunchEntryCheck<VerifyParams>, halves);
 }
 
-int FusedVerify(const FusedVerifyHalves& halves, int device, StreamHandle stream) {
+int LaunchHalves(const FusedVerifyHalves& halves, int device, StreamHandle stream) {
   return LaunchOnDevice(device, stream, LaunchEntryCheck<FusedVerifyParams>, halves);
 }
 

@@ -4,7 +4,7 @@
 
 namespace kvcanary::cuda {
 
-int Write(const WriteHalves& halves, int device, StreamHandle stream) {
+int LaunchHalves(const WriteHalves& halves, int device, StreamHandle stream) {
   return LaunchOnDevice(device, stream, LaunchWrite, halves);
 }
 

@@ -2,10 +2,8 @@
 // that PlanEntries checks; docs/validation.md) and dispatch.
 #include "kvcanary/fused_verify.h"
 
-#include "cpu/backend.h"
 #include "kvcanary/error.h"
 #include "kvcanary/format.h"
-#include "ops/dispatch.h"
 #include "ops/launch_context.h"
 #include "ops/plan_inputs.h"
 #include "ops/plan_outputs.h"
@@ -54,9 +52,7 @@ FusedVerifyParams ParamsOf(const FusedVerifyArgs& a, const LaunchContext& contex
 }  // namespace
 
 void FusedVerify(const FusedVerifyArgs& args, StreamHandle stream) {
-  RunPairedOp(
-      args, Validate, ParamsOf, "fused_verify", cpu::FusedVerify,
-      [&](const auto& halves, auto device) { return cuda::FusedVerify(halves, device, stream); });
+  RunPairedOp(args, stream, Validate, ParamsOf, "fused_verify");
 }
 
 }  // namespace kvcanary

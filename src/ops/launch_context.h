@@ -5,6 +5,7 @@
 #include <string_view>
 
 #include "core/params.h"
+#include "cpu/backend.h"
 #include "kvcanary/context.h"
 #include "ops/dispatch.h"
 #include "ops/signature.h"
@@ -71,11 +72,11 @@ void ValidateWithPair(const Args& args, Validate&& validate) {
 
 // A verify or write op after its checks: validates args with `validate` (both halves, see
 // ValidateWithPair), then runs it on canary_buf's backend over the halves args.context and its
-// pair (their parameters built by `params_of(args, context)`): `cpu_op(params)` once per half, or
-// `cuda_op(halves, device)` once for both (a generic lambda: see RunOnBackend).
-template <typename Args, typename Validate, typename ParamsOf, typename CpuOp, typename CudaOp>
-void RunPairedOp(const Args& args, Validate&& validate, ParamsOf&& params_of,
-                 std::string_view op_name, CpuOp&& cpu_op, CudaOp&& cuda_op) {
+// pair (their parameters built by `params_of(args, context)`): cpu::RunHalf once per half, or
+// cuda::LaunchHalves once for both on `stream`.
+template <typename Args, typename Validate, typename ParamsOf>
+void RunPairedOp(const Args& args, StreamHandle stream, Validate&& validate, ParamsOf&& params_of,
+                 std::string_view op_name) {
   ValidateWithPair(args, validate);
   Halves<decltype(params_of(args, args.context))> halves;
   halves.half[0] = params_of(args, args.context);
@@ -86,9 +87,10 @@ void RunPairedOp(const Args& args, Validate&& validate, ParamsOf&& params_of,
   RunOnBackend(
       args.context.canary_buf, "canary_buf", op_name,
       [&] {
-        for (int h = 0; h < halves.num_halves; ++h) cpu_op(halves.half[h]);
+        for (int h = 0; h < halves.num_halves; ++h) cpu::RunHalf(halves.half[h]);
       },
-      [&](auto device) { return cuda_op(halves, device); });
+      // Generic, so a build without the CUDA backend never instantiates (or links) the launch.
+      [&](auto device) { return cuda::LaunchHalves(halves, device, stream); });
 }
 
 LaunchParams LaunchParamsOf(const LaunchContext& context);

@@ -2,8 +2,6 @@
 // and dispatch.
 #include "kvcanary/verify.h"
 
-#include "cpu/backend.h"
-#include "ops/dispatch.h"
 #include "ops/launch_context.h"
 #include "ops/plan_outputs.h"
 
@@ -37,9 +35,7 @@ VerifyParams ParamsOf(const VerifyArgs& args, const LaunchContext& context) {
 }  // namespace
 
 void Verify(const VerifyArgs& args, StreamHandle stream) {
-  RunPairedOp(
-      args, Validate, ParamsOf, "canary_verify", cpu::Verify,
-      [&](const auto& halves, auto device) { return cuda::Verify(halves, device, stream); });
+  RunPairedOp(args, stream, Validate, ParamsOf, "canary_verify");
 }
 
 }  // namespace kvcanary

@@ -2,9 +2,7 @@
 // and dispatch.
 #include "kvcanary/write.h"
 
-#include "cpu/backend.h"
 #include "kvcanary/error.h"
-#include "ops/dispatch.h"
 #include "ops/launch_context.h"
 #include "ops/plan_outputs.h"
 
@@ -81,8 +79,7 @@ WriteParams ParamsOf(const WriteArgs& args, const LaunchContext& context) {
 }  // namespace
 
 void Write(const WriteArgs& args, StreamHandle stream) {
-  RunPairedOp(args, Validate, ParamsOf, "canary_write", cpu::Write,
-              [&](const auto& halves, auto device) { return cuda::Write(halves, device, stream); });
+  RunPairedOp(args, stream, Validate, ParamsOf, "canary_write");
 }
 
 }  // namespace kvcanary

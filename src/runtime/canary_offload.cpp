@@ -24,6 +24,29 @@ void CheckIndexPairs(const std::vector<int64_t>& host, const std::vector<int64_t
   }
 }
 
+enum class CopyDirection { kToHost, kToDevice };
+
+// Copies the 32-byte record of each (host, device) index pair between every allocated device
+// buffer of `group` and its host mirror, on `stream`.
+void CopyRecords(const GroupState& group, CopyDirection direction,
+                 const std::vector<int64_t>& host_indices,
+                 const std::vector<int64_t>& device_indices, Device device, StreamHandle stream) {
+  for (int b = 0; b < 4; ++b) {
+    if (group.buffers[b].data() == nullptr) continue;
+    char* host = group.host_mirrors[b].data_as<char>();
+    char* on_device = group.buffers[b].data_as<char>();
+    for (size_t i = 0; i < host_indices.size(); ++i) {
+      char* host_record = host + kCanarySlotBytes * host_indices[i];
+      char* device_record = on_device + kCanarySlotBytes * device_indices[i];
+      if (direction == CopyDirection::kToHost) {
+        CopyBytesAsync(host_record, device_record, kCanarySlotBytes, device, stream);
+      } else {
+        CopyBytesAsync(device_record, host_record, kCanarySlotBytes, device, stream);
+      }
+    }
+  }
+}
+
 std::string Hex16(uint64_t value) {
   std::ostringstream out;
   out << "0x" << std::uppercase << std::hex << std::setw(16) << std::setfill('0') << value;
@@ -120,14 +143,8 @@ void CanaryManager::BackupRecords(GroupKind kind, const std::vector<int64_t>& ho
   if (impl_->config_.verify_backup && !host_indices.empty()) {
     verify_sources = impl_->BackupSources(group, host_layer0);
   }
-  for (int b = 0; b < 4; ++b) {
-    if (group.buffers[b].data() == nullptr) continue;
-    for (size_t i = 0; i < host_indices.size(); ++i) {
-      CopyBytesAsync(group.host_mirrors[b].data_as<char>() + kCanarySlotBytes * host_indices[i],
-                     group.buffers[b].data_as<char>() + kCanarySlotBytes * device_indices[i],
-                     kCanarySlotBytes, impl_->device_, impl_->stream_);
-    }
-  }
+  CopyRecords(group, CopyDirection::kToHost, host_indices, device_indices, impl_->device_,
+              impl_->stream_);
   if (impl_->config_.verify_backup) impl_->VerifyBackup(group, host_indices, verify_sources);
 }
 
@@ -139,14 +156,8 @@ void CanaryManager::RestoreRecords(GroupKind kind, const std::vector<int64_t>& h
   }
   CheckIndexPairs(host_indices, device_indices, group.host_slots, group.spec.num_slots,
                   "restore");
-  for (int b = 0; b < 4; ++b) {
-    if (group.buffers[b].data() == nullptr) continue;
-    for (size_t i = 0; i < host_indices.size(); ++i) {
-      CopyBytesAsync(group.buffers[b].data_as<char>() + kCanarySlotBytes * device_indices[i],
-                     group.host_mirrors[b].data_as<char>() + kCanarySlotBytes * host_indices[i],
-                     kCanarySlotBytes, impl_->device_, impl_->stream_);
-    }
-  }
+  CopyRecords(group, CopyDirection::kToDevice, host_indices, device_indices, impl_->device_,
+              impl_->stream_);
 }
 
 std::vector<CanaryManager::BufferInfo> CanaryManager::TransferBuffers(GroupKind kind,

@@ -31,6 +31,38 @@ void AppendPerTag(std::string& out, std::string_view name, std::string_view help
   }
 }
 
+// The integer metrics, one row each: name, Prometheus type, help text, field.
+struct ScalarMetric {
+  std::string_view name;
+  std::string_view type;
+  std::string_view help;
+  int64_t MetricsSnapshot::*value;
+};
+
+constexpr ScalarMetric kScalarMetrics[] = {
+    {"kvcanary_violations_total", "counter",
+     "Violation rows recorded on the device, including rows past the ring.",
+     &MetricsSnapshot::violations_total},
+    {"kvcanary_rows_reported_total", "counter", "Violation rows logged or raised by the reporter.",
+     &MetricsSnapshot::rows_reported},
+    {"kvcanary_untouched_rows_dropped_total", "counter",
+     "Violation rows of never-written canary slots dropped by the reporter.",
+     &MetricsSnapshot::untouched_rows_dropped},
+    {"kvcanary_split_steps_total", "counter",
+     "Steps whose verify was split outside the graph because of plan overflow.",
+     &MetricsSnapshot::split_steps},
+    {"kvcanary_skipped_steps_total", "counter",
+     "Steps whose per-forward verify was skipped due to overflow.",
+     &MetricsSnapshot::skipped_steps},
+    {"kvcanary_sweep_passes_total", "counter", "Completed sweep passes.",
+     &MetricsSnapshot::sweep_passes},
+    {"kvcanary_health_checks_total", "counter", "Health checks drained.",
+     &MetricsSnapshot::health_checks},
+    {"kvcanary_last_violation_step", "gauge",
+     "Outer step at which the last violation was reported, -1 if none.",
+     &MetricsSnapshot::last_violation_step},
+};
+
 }  // namespace
 
 std::string FormatPrometheus(const MetricsSnapshot& s) {
@@ -41,26 +73,9 @@ std::string FormatPrometheus(const MetricsSnapshot& s) {
                "Canary records checked or written per launch tag.", s.protected_tokens);
   AppendPerTag(out, "kvcanary_violations_by_tag_total", "Violation rows per launch tag.",
                s.violations_by_tag);
-  AppendScalar(out, "kvcanary_violations_total", "counter",
-               "Violation rows recorded on the device, including rows past the ring.",
-               s.violations_total);
-  AppendScalar(out, "kvcanary_rows_reported_total", "counter",
-               "Violation rows logged or raised by the reporter.", s.rows_reported);
-  AppendScalar(out, "kvcanary_untouched_rows_dropped_total", "counter",
-               "Violation rows of never-written canary slots dropped by the reporter.",
-               s.untouched_rows_dropped);
-  AppendScalar(out, "kvcanary_split_steps_total", "counter",
-               "Steps whose verify was split outside the graph because of plan overflow.",
-               s.split_steps);
-  AppendScalar(out, "kvcanary_skipped_steps_total", "counter",
-               "Steps whose per-forward verify was skipped due to overflow.", s.skipped_steps);
-  AppendScalar(out, "kvcanary_sweep_passes_total", "counter", "Completed sweep passes.",
-               s.sweep_passes);
-  AppendScalar(out, "kvcanary_health_checks_total", "counter", "Health checks drained.",
-               s.health_checks);
-  AppendScalar(out, "kvcanary_last_violation_step", "gauge",
-               "Outer step at which the last violation was reported, -1 if none.",
-               s.last_violation_step);
+  for (const ScalarMetric& metric : kScalarMetrics) {
+    AppendScalar(out, metric.name, metric.type, metric.help, s.*metric.value);
+  }
   AppendScalar(out, "kvcanary_ring_overflow", "gauge",
                "1 if more violations were recorded than the ring holds.",
                s.ring_overflow ? 1 : 0);

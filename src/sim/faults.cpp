@@ -31,6 +31,24 @@ bool RowHolds(const Engine& engine, const Request& req, int64_t slot) {
   return std::find(row, row + len, static_cast<int32_t>(slot)) != row + len;
 }
 
+// The faults that act on the batch or the view before the forward; the others act after the
+// forward or at the sampler.
+bool ActsBeforeForward(FaultKind kind) {
+  switch (kind) {
+    case FaultKind::kReqToToken:
+    case FaultKind::kStrideView:
+    case FaultKind::kWrongStrideRead:
+    case FaultKind::kRealKvUsed:
+    case FaultKind::kRealKvUnusedCache:
+    case FaultKind::kStaleSlotReuse:
+    case FaultKind::kPositionSkip:
+    case FaultKind::kSwaLutStale:
+      return true;
+    default:
+      return false;
+  }
+}
+
 }  // namespace
 
 FaultInjector::FaultInjector(const SimOptions& options, int64_t total_steps)
@@ -98,33 +116,18 @@ Request* FaultInjector::PickDecodeVictim(Batch& batch, int64_t min_prefix, size_
 
 void FaultInjector::BeforeForward(Engine& engine, Batch& batch, ForwardView& view) {
   if (queue_.empty()) return;
-  switch (queue_.front()) {
-    case FaultKind::kReqToToken:
-      if (Due(FaultKind::kReqToToken)) InjectReqToToken(engine, batch);
-      break;
-    case FaultKind::kStrideView:
-      if (Due(FaultKind::kStrideView)) InjectStrideView(view, engine);
-      break;
-    case FaultKind::kWrongStrideRead:
-      if (Due(FaultKind::kWrongStrideRead)) InjectWrongStrideRead(engine, batch, view);
-      break;
-    case FaultKind::kRealKvUsed:
-      if (Due(FaultKind::kRealKvUsed)) InjectRealKvUsed(engine, batch);
-      break;
-    case FaultKind::kRealKvUnusedCache:
-      if (Due(FaultKind::kRealKvUnusedCache)) InjectRealKvUnusedCache(engine);
-      break;
-    case FaultKind::kStaleSlotReuse:
-      if (Due(FaultKind::kStaleSlotReuse)) InjectStaleSlotReuse(engine, batch);
-      break;
-    case FaultKind::kPositionSkip:
-      if (Due(FaultKind::kPositionSkip)) InjectPositionSkip(batch, view);
-      break;
-    case FaultKind::kSwaLutStale:
-      if (Due(FaultKind::kSwaLutStale)) InjectSwaLutStale(engine, batch);
-      break;
-    default:
-      break;  // the others act after the forward or at the sampler
+  const FaultKind kind = queue_.front();
+  if (!ActsBeforeForward(kind) || !Due(kind)) return;
+  switch (kind) {
+    case FaultKind::kReqToToken: return InjectReqToToken(engine, batch);
+    case FaultKind::kStrideView: return InjectStrideView(view, engine);
+    case FaultKind::kWrongStrideRead: return InjectWrongStrideRead(engine, batch, view);
+    case FaultKind::kRealKvUsed: return InjectRealKvUsed(engine, batch);
+    case FaultKind::kRealKvUnusedCache: return InjectRealKvUnusedCache(engine);
+    case FaultKind::kStaleSlotReuse: return InjectStaleSlotReuse(engine, batch);
+    case FaultKind::kPositionSkip: return InjectPositionSkip(batch, view);
+    case FaultKind::kSwaLutStale: return InjectSwaLutStale(engine, batch);
+    default: return;
   }
 }
 
