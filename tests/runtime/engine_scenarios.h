@@ -43,14 +43,19 @@ inline void RemapAcrossRequestsAndReport(testing::FakeEngine& engine) {
   engine.Step();
 }
 
-// In raise mode: one request of 10 tokens, two steps, position 3 pointed at the request's own
-// slot of position 7, one step that finds it; returns the ViolationError message of the step
-// that reports it (a test failure and "" when that step does not throw).
-inline std::string RaiseOnARemappedPosition(testing::FakeEngine& engine) {
+// One request of 10 tokens, two steps, then position 3 pointed at the request's own slot of
+// position 7 and one step that finds it (the next step reports it).
+inline void RemapWithinARequest(testing::FakeEngine& engine) {
   engine.AddRequest(10);
   for (int i = 0; i < 2; ++i) engine.Step();
   engine.SetSlot(1, 3, engine.SlotOf(1, 7));
   engine.Step();
+}
+
+// In raise mode: RemapWithinARequest, then returns the ViolationError message of the step that
+// reports it (a test failure and "" when that step does not throw).
+inline std::string RaiseOnARemappedPosition(testing::FakeEngine& engine) {
+  RemapWithinARequest(engine);
   return ThrownMessage<ViolationError>([&engine] { engine.Step(); }, "ViolationError");
 }
 

@@ -188,10 +188,7 @@ TEST(CanaryManager, UnwritableIncidentFileWarnsAndKeepsReporting) {
   FakeEngine engine(options);
   Seen seen;
   Listen(engine, seen);
-  engine.AddRequest(10);
-  for (int i = 0; i < 2; ++i) engine.Step();
-  engine.SetSlot(1, 3, engine.SlotOf(1, 7));
-  engine.Step();
+  RemapWithinARequest(engine);
   engine.Step();
   ASSERT_FALSE(seen.rows.empty());
   EXPECT_TRUE(engine.log.Contains("WARNING kv-canary: could not append"));
