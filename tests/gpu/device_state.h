@@ -5,6 +5,9 @@
 
 #include <cstdint>
 #include <optional>
+#include <tuple>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "device_buffer.h"
@@ -12,15 +15,42 @@
 
 namespace kvcanary::testing {
 
+// The tensors of a canary state (host or device), in one order: what a mirror copies member by
+// member.
+template <typename State>
+auto CanaryStateTensors(State& s) {
+  return std::tie(s.canary, s.ring, s.write_index, s.slot_run_counter, s.kernel_run_counter,
+                  s.chain_assert);
+}
+
+// The tensors of plan buffers (host or device), in one order.
+template <typename Plan>
+auto PlanTensors(Plan& p) {
+  return std::tie(p.slots, p.tokens, p.positions, p.prevs, p.num_valid, p.enable, p.offsets,
+                  p.seeds, p.num_valid_reqs);
+}
+
+// Calls copy(to[i], from[i]) for each member of two tuples of references of one length.
+template <typename To, typename From, typename Copy>
+void CopyEachTensor(To to, From from, Copy copy) {
+  static_assert(std::tuple_size_v<To> == std::tuple_size_v<From>);
+  [&]<size_t... I>(std::index_sequence<I...>) {
+    (copy(std::get<I>(to), std::get<I>(from)), ...);
+  }(std::make_index_sequence<std::tuple_size_v<To>>{});
+}
+
+// Fills a device tensor (default-constructed) from its host twin.
+inline constexpr auto kToDevice = [](auto& device, const auto& host) {
+  device = std::remove_cvref_t<decltype(device)>(host);
+};
+// Reads a device tensor back into its host twin.
+inline constexpr auto kToHost = [](auto& host, const auto& device) { host = device.ToHost(); };
+
 // A canary buffer, ring and counters in device memory.
 struct DeviceCanaryState {
-  explicit DeviceCanaryState(const CanaryState& host)
-      : canary(host.canary),
-        ring(host.ring),
-        write_index(host.write_index),
-        slot_run_counter(host.slot_run_counter),
-        kernel_run_counter(host.kernel_run_counter),
-        chain_assert(host.chain_assert) {}
+  explicit DeviceCanaryState(const CanaryState& host) {
+    CopyEachTensor(CanaryStateTensors(*this), CanaryStateTensors(host), kToDevice);
+  }
 
   LaunchContext Context(int64_t tag = static_cast<int64_t>(CanaryLaunchTag::kTailKFull)) const {
     return ContextOver(*this, tag);
@@ -28,12 +58,7 @@ struct DeviceCanaryState {
 
   CanaryState ToHost() const {
     CanaryState host(canary.shape()[0], ring.shape()[0], canary.shape()[1]);
-    host.canary = canary.ToHost();
-    host.ring = ring.ToHost();
-    host.write_index = write_index.ToHost();
-    host.slot_run_counter = slot_run_counter.ToHost();
-    host.kernel_run_counter = kernel_run_counter.ToHost();
-    host.chain_assert = chain_assert.ToHost();
+    CopyEachTensor(CanaryStateTensors(host), CanaryStateTensors(*this), kToHost);
     return host;
   }
 
@@ -47,31 +72,16 @@ struct DeviceCanaryState {
 
 // Verify and write plans in device memory.
 struct DevicePlanBuffers {
-  explicit DevicePlanBuffers(const PlanBuffers& host)
-      : slots(host.slots),
-        tokens(host.tokens),
-        positions(host.positions),
-        prevs(host.prevs),
-        num_valid(host.num_valid),
-        enable(host.enable),
-        offsets(host.offsets),
-        seeds(host.seeds),
-        num_valid_reqs(host.num_valid_reqs) {}
+  explicit DevicePlanBuffers(const PlanBuffers& host) {
+    CopyEachTensor(PlanTensors(*this), PlanTensors(host), kToDevice);
+  }
 
   VerifyPlanView verify() const { return VerifyViewOver(*this); }
   WritePlanView write() const { return WritePlanViewOver(*this); }
 
   PlanBuffers ToHost() const {
     PlanBuffers host(slots.shape()[0], seeds.shape()[0]);
-    host.slots = slots.ToHost();
-    host.tokens = tokens.ToHost();
-    host.positions = positions.ToHost();
-    host.prevs = prevs.ToHost();
-    host.num_valid = num_valid.ToHost();
-    host.enable = enable.ToHost();
-    host.offsets = offsets.ToHost();
-    host.seeds = seeds.ToHost();
-    host.num_valid_reqs = num_valid_reqs.ToHost();
+    CopyEachTensor(PlanTensors(host), PlanTensors(*this), kToHost);
     return host;
   }
 

@@ -16,6 +16,7 @@
 
 #include "kvcanary/runtime/canary_manager.h"
 #include "kvcanary/runtime/device_memory.h"
+#include "runtime/engine_scenarios.h"
 #include "runtime/fake_engine.h"
 
 #define KVC_SKIP_WITHOUT_CUDA() \
@@ -59,14 +60,6 @@ struct Report {
 };
 
 using Scenario = std::function<void(testing::FakeEngine&)>;
-
-inline testing::FakeEngineOptions LogOptions(RealKvHashMode real_data = RealKvHashMode::kPartial) {
-  testing::FakeEngineOptions options;
-  options.config.mode = Mode::kLog;
-  options.config.real_data = real_data;
-  options.config.enable_mha_v = true;
-  return options;
-}
 
 inline Report Run(Device device, testing::FakeEngineOptions options, const Scenario& scenario) {
   options.device = device;

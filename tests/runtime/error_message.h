@@ -1,5 +1,5 @@
-// ErrorMessage(body): runs `body`, requires it to throw kvcanary::Error, and returns the message,
-// so a test can compare the whole text.
+// ThrownMessage<E>(body): runs `body`, requires it to throw E, and returns the message, so a test
+// can compare the whole text. ErrorMessage(body) is the case of kvcanary::Error.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -10,15 +10,21 @@
 
 namespace kvcanary::runtime {
 
-template <typename Body>
-std::string ErrorMessage(Body body) {
+// `thrown_name` names E in the failure when nothing is thrown.
+template <typename Thrown, typename Body>
+std::string ThrownMessage(Body body, const char* thrown_name) {
   try {
     body();
-  } catch (const Error& error) {
+  } catch (const Thrown& error) {
     return error.what();
   }
-  ADD_FAILURE() << "no kvcanary::Error thrown";
+  ADD_FAILURE() << "no " << thrown_name << " thrown";
   return "";
+}
+
+template <typename Body>
+std::string ErrorMessage(Body body) {
+  return ThrownMessage<Error>(body, "kvcanary::Error");
 }
 
 }  // namespace kvcanary::runtime

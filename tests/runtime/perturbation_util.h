@@ -1,8 +1,12 @@
 // What the perturbation tests share: a recorder of violation rows and perturbation events, the
-// engine options and PerturbConfig that fire one kind at probability 1.
+// engine options and PerturbConfig that fire one kind at probability 1, a recorded engine and the
+// TAIL detection of a real-KV byte flip.
 #pragma once
 
+#include <gtest/gtest.h>
+
 #include <algorithm>
+#include <initializer_list>
 #include <string>
 #include <vector>
 
@@ -65,6 +69,47 @@ inline PerturbConfig Fire(double PerturbConfig::*kind, int64_t warmup_steps = 2)
   perturb.target_group = GroupKind::kFull;
   perturb.seed = 7;
   return perturb;
+}
+
+// A fake engine over `options` whose violation rows and perturbation events go to `recorder`.
+struct RecordedEngine {
+  explicit RecordedEngine(const testing::FakeEngineOptions& options) : engine(options) {
+    Record(*engine.canary, recorder);
+  }
+  testing::FakeEngine engine;
+  Recorder recorder;
+};
+
+// Adds one request per prompt length, then runs `steps` steps.
+inline void Serve(testing::FakeEngine& engine, std::initializer_list<int64_t> prompt_lens,
+                  int steps) {
+  for (int64_t len : prompt_lens) engine.AddRequest(len);
+  for (int i = 0; i < steps; ++i) engine.Step();
+}
+
+// Fires the real-KV flip `kind` (named `name` in its events) after two warm-up steps while
+// serving `prompt_lens` for `steps` steps. Expects the first event at outer step 2, reported
+// `report_delay` steps later by TAIL's real-KV hash at the flipped slot, and no HEAD row (HEAD
+// records carry no fingerprint). Returns that event (a default one, and a failure, if none fired).
+inline PerturbationEvent ExpectFlipCaughtByTail(double PerturbConfig::*kind,
+                                                const std::string& name,
+                                                std::initializer_list<int64_t> prompt_lens,
+                                                int steps, int64_t report_delay) {
+  RecordedEngine run(PerturbOptions(Fire(kind)));
+  Serve(run.engine, prompt_lens, steps);
+  const Recorder& recorder = run.recorder;
+  if (recorder.events.empty() || recorder.rows.empty()) {
+    ADD_FAILURE() << name << ": " << recorder.events.size() << " events, " << recorder.rows.size()
+                  << " rows";
+    return {};
+  }
+  const PerturbationEvent& event = recorder.events.front();
+  EXPECT_EQ(event.kind, name);
+  EXPECT_EQ(event.step, 2);
+  EXPECT_EQ(recorder.steps.front(), event.step + report_delay);
+  EXPECT_TRUE(Caught(recorder, kTailK, FailReason::kVerifyRealKvHashMismatch, event.slot));
+  ExpectNoHeadRows(recorder, kHeadK);
+  return event;
 }
 
 }  // namespace kvcanary::runtime

@@ -102,17 +102,13 @@ TEST(CanaryCuda, FlippedKvByteIsInvisibleWithoutRealData) {
 
 TEST(CanaryCuda, SplitVerificationMatchesTheCpu) {
   KVC_SKIP_WITHOUT_CUDA();
-  FakeEngineOptions options = LogOptions();
+  FakeEngineOptions options = SmallPlanOptions();
   options.config.fused_verify = false;  // SGLang's plan arrays, which can overflow
-  options.capacities = Capacities{/*verify=*/16, /*write_req=*/8, /*write_entry=*/256};
   const Report cuda = RunBothAndCompare(options, [](FakeEngine& engine) {
-    for (int r = 0; r < 4; ++r) engine.AddRequest(12);
-    for (int i = 0; i < 3; ++i) engine.Step();
+    FillPastThePlanCapacity(engine);
     EXPECT_TRUE(engine.log.Contains("verified outside the graph in"));
     EXPECT_FALSE(engine.log.Contains("verify skipped this step"));
-    engine.SetSlot(3, 2, engine.SlotOf(4, 9));
-    engine.Step();
-    engine.Step();
+    RemapAcrossRequestsAndReport(engine);
   });
   ASSERT_FALSE(cuda.rows.empty()) << "a step over capacity was not verified on CUDA";
   EXPECT_GT(cuda.split_steps, 0);
@@ -125,18 +121,9 @@ TEST(CanaryCuda, RaiseModeThrowsOnCuda) {
   options.config.mode = Mode::kRaise;
   options.device = Device::CUDA(0);
   FakeEngine engine(options);
-  engine.AddRequest(10);
-  for (int i = 0; i < 2; ++i) engine.Step();
-  engine.SetSlot(1, 3, engine.SlotOf(1, 7));
-  engine.Step();
-  try {
-    engine.Step();
-    FAIL() << "raise mode did not raise on CUDA";
-  } catch (const ViolationError& error) {
-    EXPECT_NE(std::string(error.what()).find("kv_canary violation: launch_tag=HEAD_K_FULL"),
-              std::string::npos)
-        << error.what();
-  }
+  const std::string message = RaiseOnARemappedPosition(engine);
+  EXPECT_NE(message.find("kv_canary violation: launch_tag=HEAD_K_FULL"), std::string::npos)
+      << message;
 }
 
 }  // namespace

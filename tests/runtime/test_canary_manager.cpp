@@ -11,7 +11,9 @@
 #include <unistd.h>
 
 #include "kvcanary/error.h"
+#include "runtime/engine_scenarios.h"
 #include "runtime/fake_engine.h"
+#include "text_lines.h"
 
 namespace kvcanary::runtime {
 namespace {
@@ -23,14 +25,6 @@ struct Seen {
   std::vector<ViolationRow> rows;
   std::vector<int64_t> steps;
 };
-
-FakeEngineOptions LogOptions(RealKvHashMode real_data = RealKvHashMode::kPartial) {
-  FakeEngineOptions options;
-  options.config.mode = Mode::kLog;
-  options.config.real_data = real_data;
-  options.config.enable_mha_v = true;
-  return options;
-}
 
 void Listen(FakeEngine& engine, Seen& seen) {
   engine.canary->SetViolationListener([&seen](const ViolationRow& row, int64_t step) {
@@ -119,36 +113,27 @@ TEST(CanaryManager, FlippedKvByteIsInvisibleWithoutRealData) {
 }
 
 TEST(CanaryManager, OverflowIsVerifiedInChunks) {
-  FakeEngineOptions options = LogOptions();
+  FakeEngineOptions options = SmallPlanOptions();
   options.config.fused_verify = false;  // SGLang's plan arrays, which can overflow
-  options.capacities = Capacities{/*verify=*/16, /*write_req=*/8, /*write_entry=*/256};
   FakeEngine engine(options);
   Seen seen;
   Listen(engine, seen);
-  for (int r = 0; r < 4; ++r) engine.AddRequest(12);
-  for (int i = 0; i < 3; ++i) engine.Step();
+  FillPastThePlanCapacity(engine);
   EXPECT_TRUE(engine.log.Contains("verified outside the graph in"));
   EXPECT_TRUE(seen.rows.empty());
   EXPECT_FALSE(engine.log.Contains("verify skipped this step"));
-  engine.SetSlot(3, 2, engine.SlotOf(4, 9));
-  engine.Step();
-  engine.Step();
+  RemapAcrossRequestsAndReport(engine);
   ASSERT_FALSE(seen.rows.empty()) << "a step over capacity was not verified";
   EXPECT_GT(engine.canary->split_steps(), 0);
 }
 
 TEST(CanaryManager, FusedVerifyChecksAStepPastThePlanCapacityInTheGraph) {
-  FakeEngineOptions options = LogOptions();
-  options.capacities = Capacities{/*verify=*/16, /*write_req=*/8, /*write_entry=*/256};
-  FakeEngine engine(options);
+  FakeEngine engine(SmallPlanOptions());
   Seen seen;
   Listen(engine, seen);
-  for (int r = 0; r < 4; ++r) engine.AddRequest(12);
-  for (int i = 0; i < 3; ++i) engine.Step();
+  FillPastThePlanCapacity(engine);
   EXPECT_TRUE(seen.rows.empty());
-  engine.SetSlot(3, 2, engine.SlotOf(4, 9));
-  engine.Step();
-  engine.Step();  // rows reach the host one step later
+  RemapAcrossRequestsAndReport(engine);
   ASSERT_FALSE(seen.rows.empty()) << "a step past the plan capacity was not verified";
   EXPECT_EQ(engine.canary->split_steps(), 0);
   EXPECT_FALSE(engine.log.Contains("verified outside the graph in"));
@@ -159,16 +144,8 @@ TEST(CanaryManager, RaiseModeThrowsOnceWithEveryMessage) {
   FakeEngineOptions options = LogOptions();
   options.config.mode = Mode::kRaise;
   FakeEngine engine(options);
-  engine.AddRequest(10);
-  for (int i = 0; i < 2; ++i) engine.Step();
-  engine.SetSlot(1, 3, engine.SlotOf(1, 7));
-  engine.Step();
-  try {
-    engine.Step();
-    FAIL() << "raise mode did not raise";
-  } catch (const ViolationError& error) {
-    EXPECT_NE(std::string(error.what()).find("kv_canary violation: launch_tag="), std::string::npos);
-  }
+  const std::string message = RaiseOnARemappedPosition(engine);
+  EXPECT_NE(message.find("kv_canary violation: launch_tag="), std::string::npos) << message;
   EXPECT_FALSE(engine.log.Contains("WARNING kv_canary violation"));
 }
 
@@ -194,8 +171,7 @@ TEST(CanaryManager, IncidentFileGetsOneJsonLinePerShownViolation) {
   ASSERT_FALSE(seen.rows.empty());
 
   std::ifstream in(path);
-  std::vector<std::string> lines;
-  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  const std::vector<std::string> lines = kvcanary::testing::Lines(in);
   std::filesystem::remove(path);
   ASSERT_EQ(lines.size(), seen.rows.size() + 1);
   EXPECT_EQ(lines[0], "{\"earlier\":true}") << "the file is appended to, never truncated";
@@ -212,10 +188,7 @@ TEST(CanaryManager, UnwritableIncidentFileWarnsAndKeepsReporting) {
   FakeEngine engine(options);
   Seen seen;
   Listen(engine, seen);
-  engine.AddRequest(10);
-  for (int i = 0; i < 2; ++i) engine.Step();
-  engine.SetSlot(1, 3, engine.SlotOf(1, 7));
-  engine.Step();
+  RemapWithinARequest(engine);
   engine.Step();
   ASSERT_FALSE(seen.rows.empty());
   EXPECT_TRUE(engine.log.Contains("WARNING kv-canary: could not append"));

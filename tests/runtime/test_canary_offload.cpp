@@ -1,4 +1,4 @@
-// verify_backup (spec/runtime.md §13): after a backup the runtime re-hashes each backed-up host
+// verify_backup: after a backup the runtime re-hashes each backed-up host
 // slot from the engine's host copy of layer 0 and compares it with the mirrored TAIL record.
 #include <gtest/gtest.h>
 
@@ -11,6 +11,7 @@
 #include "kvcanary/context.h"
 #include "kvcanary/error.h"
 #include "kvcanary/runtime/canary_manager.h"
+#include "runtime/error_message.h"
 #include "runtime/fake_engine.h"
 
 namespace kvcanary::runtime {
@@ -67,13 +68,7 @@ std::string Hex16(uint64_t value) {
 // Runs `body`, requires it to throw ViolationError, and returns the message.
 template <typename Body>
 std::string ViolationMessage(Body body) {
-  try {
-    body();
-  } catch (const ViolationError& error) {
-    return error.what();
-  }
-  ADD_FAILURE() << "no ViolationError thrown";
-  return "";
+  return ThrownMessage<ViolationError>(body, "ViolationError");
 }
 
 class VerifyBackupTest : public ::testing::Test {

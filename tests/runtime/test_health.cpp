@@ -16,9 +16,17 @@ using Counters = std::array<int64_t, kNumLaunchTags>;
 constexpr int kHeadKFull = 0, kHeadVFull = 1, kTailKFull = 2, kTailVFull = 3, kSweepKFull = 4,
               kSweepVFull = 5, kTailKSwa = 8;
 
-// The six endpoints of an MHA pool's FULL group (§3.3).
+// The six endpoints of an MHA pool's FULL group.
 std::vector<int> MhaFullTags() {
   return {kHeadKFull, kHeadVFull, kTailKFull, kTailVFull, kSweepKFull, kSweepVFull};
+}
+
+// Counters where HEAD_K_FULL and TAIL_K_FULL ran `head` and `tail` times, every other tag never.
+Counters HeadAndTailRuns(int64_t head, int64_t tail) {
+  Counters counters{};
+  counters[kHeadKFull] = head;
+  counters[kTailKFull] = tail;
+  return counters;
 }
 
 TEST(Health, StagesEveryHundredStepsAfterWarmUp) {
@@ -32,7 +40,7 @@ TEST(Health, StagesEveryHundredStepsAfterWarmUp) {
   EXPECT_FALSE(HealthChecker({}, 0, false).ShouldStage(100));
 }
 
-// §18: the first check (staged at 100, drained at 101) compares with zeros.
+// The first check (staged at 100, drained at 101) compares with zeros.
 TEST(Health, FirstCheckComparesWithZeros) {
   HealthChecker stalled(MhaFullTags(), 0, false);
   EXPECT_EQ(ErrorMessage([&] { stalled.Drain(Counters{}, 101, false); }),
@@ -40,18 +48,13 @@ TEST(Health, FirstCheckComparesWithZeros) {
             "tags=[HEAD_K_FULL, TAIL_K_FULL] at step=101; canary path is not executing");
 
   HealthChecker running(MhaFullTags(), 0, false);
-  Counters counters{};
-  counters[kHeadKFull] = 100;
-  counters[kTailKFull] = 100;
-  EXPECT_NO_THROW(running.Drain(counters, 101, false));
+  EXPECT_NO_THROW(running.Drain(HeadAndTailRuns(100, 100), 101, false));
 }
 
-// §18: TAIL_K_FULL stalls between the checks staged at 1000 and 1100 while HEAD_K_FULL runs.
+// TAIL_K_FULL stalls between the checks staged at 1000 and 1100 while HEAD_K_FULL runs.
 TEST(Health, StalledTagBetweenChecksRaises) {
   HealthChecker checker(MhaFullTags(), 0, false);
-  Counters counters{};
-  counters[kHeadKFull] = 1000;
-  counters[kTailKFull] = 1000;
+  Counters counters = HeadAndTailRuns(1000, 1000);
   ASSERT_NO_THROW(checker.Drain(counters, 1001, false));
   counters[kHeadKFull] = 1100;
   EXPECT_EQ(ErrorMessage([&] { checker.Drain(counters, 1101, false); }),
@@ -62,21 +65,17 @@ TEST(Health, StalledTagBetweenChecksRaises) {
 
 TEST(Health, FailedCheckStillAdvancesTheBaseline) {
   HealthChecker checker({kHeadKFull, kTailKFull}, 0, false);
-  Counters counters{};
-  counters[kHeadKFull] = 5;
-  EXPECT_THROW(checker.Drain(counters, 101, false), Error);
-  counters[kHeadKFull] = 6;
-  counters[kTailKFull] = 1;
-  EXPECT_NO_THROW(checker.Drain(counters, 201, false));
+  EXPECT_THROW(checker.Drain(HeadAndTailRuns(5, 0), 101, false), Error);
+  EXPECT_NO_THROW(checker.Drain(HeadAndTailRuns(6, 1), 201, false));
 }
 
-// §18: with sweep_interval = 0 SWEEP tags are never expected.
+// With sweep_interval = 0 SWEEP tags are never expected.
 TEST(Health, SweepTagsNotExpectedWithoutSweeps) {
   const HealthChecker checker(MhaFullTags(), 0, false);
   EXPECT_EQ(checker.ExpectedTags(true), (std::vector<int>{kHeadKFull, kTailKFull}));
 }
 
-// §17 R4: SWEEP tags are expected only if a pass ran since the previous check.
+// SWEEP tags are expected only if a pass ran since the previous check.
 TEST(Health, SweepTagsExpectedOnlyAfterASweepPass) {
   const HealthChecker checker(MhaFullTags(), 250, false);
   EXPECT_EQ(checker.ExpectedTags(false), (std::vector<int>{kHeadKFull, kTailKFull}));
@@ -84,13 +83,8 @@ TEST(Health, SweepTagsExpectedOnlyAfterASweepPass) {
             (std::vector<int>{kHeadKFull, kTailKFull, kSweepKFull}));
 
   HealthChecker draining(MhaFullTags(), 250, false);
-  Counters counters{};
-  counters[kHeadKFull] = 1;
-  counters[kTailKFull] = 1;
-  EXPECT_NO_THROW(draining.Drain(counters, 101, false));
-  counters[kHeadKFull] = 2;
-  counters[kTailKFull] = 2;
-  EXPECT_EQ(ErrorMessage([&] { draining.Drain(counters, 201, true); }),
+  EXPECT_NO_THROW(draining.Drain(HeadAndTailRuns(1, 1), 101, false));
+  EXPECT_EQ(ErrorMessage([&] { draining.Drain(HeadAndTailRuns(2, 2), 201, true); }),
             "kv-canary: kernel_run_counter did not increase since previous check for "
             "tags=[SWEEP_K_FULL] at step=201; canary path is not executing");
 }

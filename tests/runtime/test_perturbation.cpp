@@ -31,6 +31,16 @@ class FlipAddressTest : public ::testing::Test {
     std::memcpy(lut_.data(), lut, sizeof(lut));
   }
   TensorView Lut() const { return lut_.View(DType::kInt64, {4}); }
+  // Expects LocateFlip to place `logical` (translated by `lut` when it has data) at this page
+  // slot, row and byte column.
+  void ExpectFlipAt(int64_t logical, const TensorView& lut, int64_t slot, int64_t row,
+                    int64_t col) const {
+    const std::optional<FlipAddress> at = LocateFlip(logical, lut, source_, nullptr);
+    ASSERT_TRUE(at.has_value());
+    EXPECT_EQ(at->slot, slot);
+    EXPECT_EQ(at->row, row);
+    EXPECT_EQ(at->col, col);
+  }
 
   DeviceBuffer pages_, lut_;
   RealKvSource source_;
@@ -39,19 +49,11 @@ class FlipAddressTest : public ::testing::Test {
 TEST_F(FlipAddressTest, SwaSlotIsTranslatedThenSplitIntoPageRowAndColumn) {
   // The published vector: logical slot 1 with LUT[1] = 3, page size 2, 16 bytes per token -> row 1,
   // col 16.
-  const std::optional<FlipAddress> at = LocateFlip(1, Lut(), source_, nullptr);
-  ASSERT_TRUE(at.has_value());
-  EXPECT_EQ(at->slot, 3);
-  EXPECT_EQ(at->row, 1);
-  EXPECT_EQ(at->col, 16);
+  ExpectFlipAt(1, Lut(), /*slot=*/3, /*row=*/1, /*col=*/16);
 }
 
 TEST_F(FlipAddressTest, FullSlotIsUsedAsIs) {
-  const std::optional<FlipAddress> at = LocateFlip(4, TensorView(), source_, nullptr);
-  ASSERT_TRUE(at.has_value());
-  EXPECT_EQ(at->slot, 4);
-  EXPECT_EQ(at->row, 2);
-  EXPECT_EQ(at->col, 0);
+  ExpectFlipAt(4, TensorView(), /*slot=*/4, /*row=*/2, /*col=*/0);
 }
 
 TEST_F(FlipAddressTest, NegativeOutOfTableAndOutOfSourceSlotsAreSkipped) {
@@ -174,20 +176,17 @@ TEST(Perturbation, PostForwardFlipOnZeroKvSetsTheFirstByteAndLeavesCanaryBuffers
 }
 
 TEST(Perturbation, ProbabilityOneDuringWarmupFiresNothing) {
-  PerturbConfig perturb;
-  perturb.req_to_token_prob = 1;
-  perturb.real_kv_used_prob = 1;
-  perturb.real_kv_unused_cache_prob = 1;
-  perturb.real_kv_post_forward_prob = 1;
-  perturb.next_token_swap_prob = 1;
-  perturb.target_group = GroupKind::kFull;
-  perturb.warmup_steps = 5;
-  FakeEngine engine(PerturbOptions(perturb));
-  Recorder recorder;
-  Record(*engine.canary, recorder);
-  engine.AddRequest(9);
-  engine.AddRequest(4);
-  for (int i = 0; i < 5; ++i) engine.Step();
+  const PerturbConfig perturb{.req_to_token_prob = 1,
+                              .real_kv_used_prob = 1,
+                              .real_kv_unused_cache_prob = 1,
+                              .real_kv_post_forward_prob = 1,
+                              .next_token_swap_prob = 1,
+                              .target_group = GroupKind::kFull,
+                              .warmup_steps = 5};
+  RecordedEngine run(PerturbOptions(perturb));
+  FakeEngine& engine = run.engine;
+  const Recorder& recorder = run.recorder;
+  Serve(engine, {9, 4}, 5);
   EXPECT_TRUE(recorder.events.empty());
   EXPECT_TRUE(recorder.rows.empty());
   EXPECT_EQ(CountLines(engine.log,

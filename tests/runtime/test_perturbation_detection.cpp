@@ -82,14 +82,12 @@ TEST(Perturbation, TargetGroupWithoutRealKvSourcesIsSkipped) {
 // ---- Detection, end to end ----------------------------------------------------------------------
 
 TEST(Perturbation, ReqToTokenIsCaughtByTheChainOrPositionCheck) {
-  FakeEngine engine(PerturbOptions(Fire(&PerturbConfig::req_to_token_prob)));
-  Recorder recorder;
-  Record(*engine.canary, recorder);
-  engine.AddRequest(10);
-  engine.AddRequest(10);
-  for (int i = 0; i < 2; ++i) engine.Step();
+  RecordedEngine run(PerturbOptions(Fire(&PerturbConfig::req_to_token_prob)));
+  FakeEngine& engine = run.engine;
+  const Recorder& recorder = run.recorder;
+  Serve(engine, {10, 10}, 2);
   EXPECT_TRUE(recorder.events.empty()) << "fired during the warm-up";
-  for (int i = 0; i < 3; ++i) engine.Step();
+  Serve(engine, {}, 3);
   ASSERT_FALSE(recorder.events.empty());
   const PerturbationEvent& event = recorder.events.front();
   EXPECT_EQ(event.kind, "req_to_token");
@@ -114,39 +112,16 @@ TEST(Perturbation, ReqToTokenIsCaughtByTheChainOrPositionCheck) {
 }
 
 TEST(Perturbation, RealKvUsedIsCaughtByTailRealKvHash) {
-  FakeEngine engine(PerturbOptions(Fire(&PerturbConfig::real_kv_used_prob)));
-  Recorder recorder;
-  Record(*engine.canary, recorder);
-  engine.AddRequest(12);
-  engine.AddRequest(6);
-  for (int i = 0; i < 5; ++i) engine.Step();
-  ASSERT_FALSE(recorder.events.empty());
-  const PerturbationEvent& event = recorder.events.front();
-  EXPECT_EQ(event.kind, "real_kv_used");
-  EXPECT_EQ(event.step, 2);
+  // TAIL of the same step sees it; the next step reports it.
+  const PerturbationEvent event = ExpectFlipCaughtByTail(
+      &PerturbConfig::real_kv_used_prob, "real_kv_used", {12, 6}, 5, /*report_delay=*/2);
   EXPECT_EQ(event.replacement, event.original ^ 0xFF);
-  ASSERT_FALSE(recorder.rows.empty());
-  EXPECT_EQ(recorder.steps.front(), event.step + 2) << "TAIL of the same step sees it";
-  EXPECT_TRUE(Caught(recorder, kTailK, FailReason::kVerifyRealKvHashMismatch, event.slot));
-  ExpectNoHeadRows(recorder, kHeadK);
 }
 
 TEST(Perturbation, RealKvPostForwardIsCaughtByTheNextStepsTail) {
-  FakeEngine engine(PerturbOptions(Fire(&PerturbConfig::real_kv_post_forward_prob)));
-  Recorder recorder;
-  Record(*engine.canary, recorder);
-  engine.AddRequest(5);
-  engine.AddRequest(8);
-  for (int i = 0; i < 6; ++i) engine.Step();
-  ASSERT_FALSE(recorder.events.empty());
-  const PerturbationEvent& event = recorder.events.front();
-  EXPECT_EQ(event.kind, "real_kv_post_forward");
-  EXPECT_EQ(event.step, 2);
-  ASSERT_FALSE(recorder.rows.empty());
   // Flipped after step 2's TAIL stored the fingerprint: step 3's TAIL sees it, step 4 reports.
-  EXPECT_EQ(recorder.steps.front(), event.step + 3);
-  EXPECT_TRUE(Caught(recorder, kTailK, FailReason::kVerifyRealKvHashMismatch, event.slot));
-  ExpectNoHeadRows(recorder, kHeadK);
+  ExpectFlipCaughtByTail(&PerturbConfig::real_kv_post_forward_prob, "real_kv_post_forward", {5, 8},
+                         6, /*report_delay=*/3);
 }
 
 // A radix view of one unlocked node holding the given slots.

@@ -2,21 +2,16 @@
 
 #include <gtest/gtest.h>
 
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include "kvcanary/format.h"
+#include "text_lines.h"
 
 namespace kvcanary::runtime {
 namespace {
 
-std::vector<std::string> Lines(const std::string& text) {
-  std::vector<std::string> lines;
-  std::istringstream in(text);
-  for (std::string line; std::getline(in, line);) lines.push_back(line);
-  return lines;
-}
+using testing::Lines;
 
 ViolationRow Row(std::vector<int64_t> values) {
   EXPECT_EQ(values.size(), static_cast<size_t>(kViolationFields));

@@ -29,6 +29,13 @@ struct FakeHost {
   }
 };
 
+// Turns the host tier on and caches the path [1 2 3] -> [4 5] on device slots 10 11 12 and 14 15.
+void InsertTwoLevelPath(RadixCache& cache) {
+  cache.EnableHostTier(true);
+  cache.Insert({1, 2, 3}, {10, 11, 12});
+  cache.Insert({1, 2, 3, 4, 5}, {10, 11, 12, 14, 15});
+}
+
 TEST(RadixHostTier, AnEvictedNodeStaysAsHostOnly) {
   RadixCache cache;
   cache.EnableHostTier(true);
@@ -54,9 +61,7 @@ TEST(RadixHostTier, AnEvictedNodeStaysAsHostOnly) {
 
 TEST(RadixHostTier, MatchReportsTheHostOnlyTail) {
   RadixCache cache;
-  cache.EnableHostTier(true);
-  cache.Insert({1, 2, 3}, {10, 11, 12});
-  cache.Insert({1, 2, 3, 4, 5}, {10, 11, 12, 14, 15});
+  InsertTwoLevelPath(cache);
   FakeHost host;
   EXPECT_EQ(cache.Evict(1, host.Callback()), Ids({14, 15}));  // the leaf [4 5] only
   const auto match = cache.MatchPrefix({1, 2, 3, 4, 5, 6});
@@ -71,9 +76,7 @@ TEST(RadixHostTier, MatchReportsTheHostOnlyTail) {
 
 TEST(RadixHostTier, AParentBecomesEvictableOnceItsChildrenAreOnTheHost) {
   RadixCache cache;
-  cache.EnableHostTier(true);
-  cache.Insert({1, 2, 3}, {10, 11, 12});
-  cache.Insert({1, 2, 3, 4, 5}, {10, 11, 12, 14, 15});
+  InsertTwoLevelPath(cache);
   FakeHost host;
   EXPECT_EQ(cache.Evict(5, host.Callback()), Ids({14, 15, 10, 11, 12}));
   const auto match = cache.MatchPrefix({1, 2, 3, 4, 5});
@@ -87,9 +90,7 @@ TEST(RadixHostTier, AParentBecomesEvictableOnceItsChildrenAreOnTheHost) {
 
 TEST(RadixHostTier, LoadBackMakesTheNodeResidentAgain) {
   RadixCache cache;
-  cache.EnableHostTier(true);
-  cache.Insert({1, 2, 3}, {10, 11, 12});
-  cache.Insert({1, 2, 3, 4, 5}, {10, 11, 12, 14, 15});
+  InsertTwoLevelPath(cache);
   FakeHost host;
   cache.Evict(5, host.Callback());
   const auto match = cache.MatchPrefix({1, 2, 3, 4, 5});

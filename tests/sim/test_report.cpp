@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "report_header.h"
 #include "sim/report.h"
 
 namespace kvcanary::sim {
@@ -36,13 +37,9 @@ Injection Undetected(FaultKind fault, int64_t step, const std::string& target) {
 }
 
 ScenarioReport CleanReport() {
-  ScenarioReport report;
-  report.scenario = "default";
-  report.device = "cpu";
-  report.mode = "log";
-  report.real_data = "partial";
-  report.faults_enabled = {FaultKind::kReqToToken, FaultKind::kRealKvUsed,
-                           FaultKind::kPositionSkip};
+  ScenarioReport report =
+      ReportHeader("default", "partial",
+                   {FaultKind::kReqToToken, FaultKind::kRealKvUsed, FaultKind::kPositionSkip});
   report.injections = {
       Detected(FaultKind::kReqToToken, 10, 1, 2, 1), Detected(FaultKind::kReqToToken, 20, 5, 3),
       Detected(FaultKind::kReqToToken, 30, 3),       Detected(FaultKind::kRealKvUsed, 40, 2),

@@ -5,18 +5,15 @@
 #include <string>
 #include <vector>
 
+#include "report_header.h"
 #include "sim/report_json.h"
 
 namespace kvcanary::sim {
 namespace {
 
 ScenarioReport FailingReport() {
-  ScenarioReport report;
-  report.scenario = "swa";
-  report.device = "cpu";
-  report.mode = "log";
-  report.real_data = "all";
-  report.faults_enabled = {FaultKind::kReqToToken, FaultKind::kSwaLutStale};
+  ScenarioReport report =
+      ReportHeader("swa", "all", {FaultKind::kReqToToken, FaultKind::kSwaLutStale});
   Injection detected;
   detected.fault = FaultKind::kReqToToken;
   detected.step = 10;

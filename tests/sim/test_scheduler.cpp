@@ -108,12 +108,10 @@ struct MiniEngine {
 };
 
 SchedulerOptions Options(int64_t max_running, int64_t chunk, int64_t budget, int64_t context) {
-  SchedulerOptions options;
-  options.max_running_reqs = max_running;
-  options.chunk_size = chunk;
-  options.prefill_token_budget = budget;
-  options.max_context_len = context;
-  return options;
+  return SchedulerOptions{.max_running_reqs = max_running,
+                          .chunk_size = chunk,
+                          .prefill_token_budget = budget,
+                          .max_context_len = context};
 }
 
 TEST(Scheduler, PrefillChunksRespectTheChunkSizeAndTheBudget) {
@@ -333,21 +331,20 @@ TEST(Scheduler, TheHostTierRestoresEvictedPrefixesCorrectly) {
 }
 
 TEST(Scheduler, AMultiTurnWorkloadRunsToCompletionWithoutAMismatch) {
-  WorkloadOptions wo;
-  wo.seed = 3;
-  wo.num_requests = 30;
-  wo.num_system_prompts = 3;
-  wo.system_prompt_len_min = 16;
-  wo.system_prompt_len_max = 40;
-  wo.user_len_min = 3;
-  wo.user_len_max = 10;
-  wo.max_new_tokens_min = 3;
-  wo.max_new_tokens_max = 12;
-  wo.follow_up_prob = 0.6;
-  wo.max_turns = 4;
-  wo.arrival_per_step_max = 2;
-  wo.vocab_size = kVocab;
-  wo.max_context_len = 160;
+  const WorkloadOptions wo{.seed = 3,
+                           .num_requests = 30,
+                           .num_system_prompts = 3,
+                           .system_prompt_len_min = 16,
+                           .system_prompt_len_max = 40,
+                           .user_len_min = 3,
+                           .user_len_max = 10,
+                           .max_new_tokens_min = 3,
+                           .max_new_tokens_max = 12,
+                           .follow_up_prob = 0.6,
+                           .max_turns = 4,
+                           .arrival_per_step_max = 2,
+                           .vocab_size = kVocab,
+                           .max_context_len = 160};
   Workload workload(wo);
   MiniEngine engine(260, Options(8, 16, 48, 160));
   for (const RequestSpec& spec : workload.initial_requests()) engine.scheduler.Submit(spec);
