@@ -88,6 +88,7 @@ CanaryManager::Impl::Impl(const Config& config, const InstallArgs& args)
   if (!args.req_to_token.defined() || args.req_to_token.ndim() != 2) {
     ThrowError("kv-canary: req_to_token must be a 2-D int32 tensor");
   }
+  incident_file_ = IncidentFile(config.incident_file);  // refuses a path it cannot append to
   const int64_t rows = args.req_to_token.size(0);
   const int64_t width = args.req_to_token.size(1);
   capacities_ = args.capacities.has_value()

@@ -75,7 +75,8 @@ struct Config {
   bool report_untouched_rows = false;                // KVCANARY_REPORT_UNTOUCHED_ROWS (§6.2)
   bool allreduce_violation_signal = false;           // KVCANARY_ALLREDUCE_VIOLATION_SIGNAL (§16)
   // KVCANARY_INCIDENT_FILE (kvcanary): when set, the reporter appends one JSON line per shown
-  // violation (FormatIncidentJson, metrics.h) to this path. Empty = off.
+  // violation (FormatIncidentJson, metrics.h) to this path. Empty = off. Install refuses a path
+  // it cannot open for append; later write failures are logged (src/runtime/incident_file.h).
   std::string incident_file;
   // KVCANARY_FUSED_VERIFY (kvcanary): HEAD and TAIL verify derive their entries in the kernel
   // (FusedVerify after an offsets-only plan), so the per-step workspace holds no per-entry plan
