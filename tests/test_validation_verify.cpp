@@ -322,6 +322,10 @@ const SourceRow kSourceRows[] = {
     {"R6RowNarrowerThanPage", Fields(2, 64, 32),
      "kv-canary: RealKvSource row is too narrow for its slot layout: dim-1 is 64 bytes but "
      "page_size=2 x num_bytes_per_token=64 needs 128"},
+    // The product of the two scalars wraps to 0 in int64: it must still be refused.
+    {"R6PageBytesPastInt64", Fields(int64_t{1} << 32, int64_t{1} << 32, 32),
+     "kv-canary: RealKvSource row is too narrow for its slot layout: dim-1 is 64 bytes but "
+     "page_size=4294967296 x num_bytes_per_token=4294967296 needs more than 2^63 - 1"},
     {"R7MisalignedDataPointer", [](auto&, auto& f) { f.tensor = MisalignedKv(); },
      MisalignedMessage()},
 };

@@ -1,6 +1,7 @@
 // RealKvSource construction (rows R1-R7 of spec/kernels.md §11) and the two host-side hash
 // helpers of the Python API (real_kv_hash, compute_slot_hash).
 #include <cstdint>
+#include <string>
 
 #include "core/real_kv.h"
 #include "core/record.h"
@@ -40,10 +41,14 @@ void ValidateRealKvSource(const RealKvSource& source) {
                ", dtype=", DTypeName(t.dtype()), ")");
   }
   const int64_t dim1_bytes = t.size(1) * itemsize;
-  if (dim1_bytes < source.page_size * nb) {
+  // Both factors are the caller's scalars: a product past int64 must not wrap into a small one.
+  int64_t page_bytes = 0;
+  const bool page_bytes_overflow = __builtin_mul_overflow(source.page_size, nb, &page_bytes);
+  if (page_bytes_overflow || dim1_bytes < page_bytes) {
     ThrowError("kv-canary: RealKvSource row is too narrow for its slot layout: dim-1 is ",
                dim1_bytes, " bytes but page_size=", source.page_size, " x num_bytes_per_token=", nb,
-               " needs ", source.page_size * nb);
+               " needs ",
+               page_bytes_overflow ? std::string("more than 2^63 - 1") : std::to_string(page_bytes));
   }
   const auto address = reinterpret_cast<uintptr_t>(t.data());
   if (address % kRealKvBlockBytes != 0) {
