@@ -64,7 +64,8 @@ TEST(Checked, CheckInRangeIsInclusiveAndNamesTheRange) {
             "kv-canary: KVCANARY_RING_CAPACITY must be in [1, 4], got 0");
   EXPECT_EQ(MessageOf([] { CheckInRange<int64_t>("x", 5, 1, 4); }),
             "kv-canary: x must be in [1, 4], got 5");
-  EXPECT_EQ(MessageOf([] { CheckInRange("p", std::numeric_limits<double>::quiet_NaN(), 0.0, 1.0); }),
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  EXPECT_EQ(MessageOf([&] { CheckInRange("p", nan, 0.0, 1.0); }),
             "kv-canary: p must be in [0, 1], got nan");
 }
 

@@ -1,8 +1,10 @@
 #include "kvcanary/tensor.h"
 
 #include <cstdint>
+#include <optional>
 #include <sstream>
 
+#include "kvcanary/checked.h"
 #include "kvcanary/error.h"
 
 namespace kvcanary {
@@ -89,7 +91,10 @@ TensorView::TensorView(void* data, DType dtype, Device device, const std::vector
 int64_t TensorView::numel() const {
   int64_t n = 1;
   for (int d = 0; d < ndim_; ++d) {
-    if (__builtin_mul_overflow(n, shape_[d], &n)) return INT64_MAX;  // saturating
+    // Saturating: INT64_MAX fails every size check that compares against it.
+    const std::optional<int64_t> product = TryMul(n, shape_[d]);
+    if (!product.has_value()) return INT64_MAX;
+    n = *product;
   }
   return n;
 }

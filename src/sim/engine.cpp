@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 
+#include "kvcanary/checked.h"
 #include "kvcanary/error.h"
 #include "kvcanary/hash.h"
 #include "kvcanary/runtime/config.h"
@@ -64,8 +65,10 @@ Engine::Engine(const SimOptions& options, std::string name, runtime::LogSink* lo
   scheduler_ = std::make_unique<Scheduler>(scheduler_options, *allocator_, *table_, *radix_);
 
   slot_contents_.assign(options.num_slots, {0, 0});
-  token_capacity_ = std::max(options.prefill_token_budget, options.max_running_reqs) + 1;
-  batch_buffer_ = runtime::DeviceBuffer(device_, 8 * kNumColumns * token_capacity_);
+  token_capacity_ = CheckedAdd("batch token capacity",
+                               std::max(options.prefill_token_budget, options.max_running_reqs), 1);
+  batch_buffer_ = runtime::DeviceBuffer(
+      device_, CheckedMul("batch buffer bytes", 8, kNumColumns, token_capacity_));
 
   if (options.host_tier) {
     radix_->EnableHostTier(true);
