@@ -82,9 +82,7 @@ TensorView::TensorView(void* data, DType dtype, Device device, const std::vector
     // torch's dense strides treat a size-0 dimension as size 1.
     strides_[d] = strides.empty() ? dense_stride : strides[d];
     // Saturating: a shape too large for int64 gets strides the ops' bounds check then refuses.
-    if (__builtin_mul_overflow(dense_stride, shape[d] > 1 ? shape[d] : 1, &dense_stride)) {
-      dense_stride = INT64_MAX;
-    }
+    dense_stride = TryMul(dense_stride, shape[d] > 1 ? shape[d] : 1).value_or(INT64_MAX);
   }
 }
 

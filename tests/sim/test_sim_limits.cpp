@@ -68,5 +68,12 @@ TEST(SimLimits, EngineWithAHugeBytesPerTokenThrowsInsteadOfCrashing) {
             "1152921504606846976");
 }
 
+TEST(SimLimits, ALayerCountPastIntIsRefusedNotTruncated) {
+  SimOptions options;
+  options.num_layers = (int64_t{1} << 32) + 1;  // truncated, this was 1 layer
+  EXPECT_EQ(RefusalOf([&] { Engine(options, "limits", nullptr); }),
+            "kv-canary: num_layers must be in [-2147483648, 2147483647], got 4294967297");
+}
+
 }  // namespace
 }  // namespace kvcanary::sim
