@@ -1,8 +1,10 @@
 #include "kvcanary/tensor.h"
 
 #include <cstdint>
+#include <optional>
 #include <sstream>
 
+#include "kvcanary/checked.h"
 #include "kvcanary/error.h"
 
 namespace kvcanary {
@@ -80,16 +82,17 @@ TensorView::TensorView(void* data, DType dtype, Device device, const std::vector
     // torch's dense strides treat a size-0 dimension as size 1.
     strides_[d] = strides.empty() ? dense_stride : strides[d];
     // Saturating: a shape too large for int64 gets strides the ops' bounds check then refuses.
-    if (__builtin_mul_overflow(dense_stride, shape[d] > 1 ? shape[d] : 1, &dense_stride)) {
-      dense_stride = INT64_MAX;
-    }
+    dense_stride = TryMul(dense_stride, shape[d] > 1 ? shape[d] : 1).value_or(INT64_MAX);
   }
 }
 
 int64_t TensorView::numel() const {
   int64_t n = 1;
   for (int d = 0; d < ndim_; ++d) {
-    if (__builtin_mul_overflow(n, shape_[d], &n)) return INT64_MAX;  // saturating
+    // Saturating: INT64_MAX fails every size check that compares against it.
+    const std::optional<int64_t> product = TryMul(n, shape_[d]);
+    if (!product.has_value()) return INT64_MAX;
+    n = *product;
   }
   return n;
 }

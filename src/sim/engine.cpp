@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 
+#include "kvcanary/checked.h"
 #include "kvcanary/error.h"
 #include "kvcanary/hash.h"
 #include "kvcanary/runtime/config.h"
@@ -24,6 +25,11 @@ constexpr int64_t kShardPadding = 64;
 // Columns of the forward-input buffer.
 enum Column { kRows, kPrefix, kExtend, kIds, kPositions, kSlots, kNumColumns };
 
+// The layer count as the pool and the oracle take it; a count past int refused, not truncated.
+int LayersOf(const SimOptions& options) {
+  return CheckedNarrow<int>("num_layers", options.num_layers);
+}
+
 runtime::Config CanaryConfig(const SimOptions& options) {
   runtime::Config config;
   config.mode = runtime::ParseMode(options.mode);
@@ -43,10 +49,10 @@ Engine::Engine(const SimOptions& options, std::string name, runtime::LogSink* lo
     : options_(options),
       name_(std::move(name)),
       device_(options.device == "cuda" ? Device::CUDA(0) : Device::CPU()),
-      oracle_(static_cast<int>(options.num_layers), options.bytes_per_token, options.vocab_size) {
+      oracle_(LayersOf(options), options.bytes_per_token, options.vocab_size) {
   stream_ = std::make_unique<runtime::OwnedStream>(device_);
   const StreamHandle stream = stream_->handle();
-  pool_ = std::make_unique<KvPool>(device_, options.num_slots, static_cast<int>(options.num_layers),
+  pool_ = std::make_unique<KvPool>(device_, options.num_slots, LayersOf(options),
                                    options.bytes_per_token, stream);
   table_ = std::make_unique<ReqToTokenTable>(device_, options.max_running_reqs,
                                              options.max_context_len, stream,
@@ -64,8 +70,10 @@ Engine::Engine(const SimOptions& options, std::string name, runtime::LogSink* lo
   scheduler_ = std::make_unique<Scheduler>(scheduler_options, *allocator_, *table_, *radix_);
 
   slot_contents_.assign(options.num_slots, {0, 0});
-  token_capacity_ = std::max(options.prefill_token_budget, options.max_running_reqs) + 1;
-  batch_buffer_ = runtime::DeviceBuffer(device_, 8 * kNumColumns * token_capacity_);
+  token_capacity_ = CheckedAdd("batch token capacity",
+                               std::max(options.prefill_token_budget, options.max_running_reqs), 1);
+  batch_buffer_ = runtime::DeviceBuffer(
+      device_, CheckedMul("batch buffer bytes", 8, kNumColumns, token_capacity_));
 
   if (options.host_tier) {
     radix_->EnableHostTier(true);
@@ -94,7 +102,7 @@ Engine::Engine(const SimOptions& options, std::string name, runtime::LogSink* lo
   args.groups = {full};
   if (options.swa_window > 0) {
     swa_ = std::make_unique<SwaState>(device_, options.num_slots, options.swa_num_slots,
-                                      static_cast<int>(options.num_layers),
+                                      LayersOf(options),
                                       options.bytes_per_token, options.swa_window, stream);
     runtime::GroupSpec swa;
     swa.kind = runtime::GroupKind::kSwa;

@@ -4,6 +4,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "kvcanary/checked.h"
 #include "kvcanary/error.h"
 #include "sim/kv_bytes.h"
 
@@ -27,7 +28,12 @@ KvPool::KvPool(Device device, int64_t num_slots, int num_layers, int64_t bytes_p
     ThrowError("kv-canary sim: bytes_per_token: expected a positive multiple of 16, got ",
                bytes_per_token);
   }
-  const int64_t bytes = num_slots * bytes_per_token;
+  // Checked before anything is allocated: a wrapped product would size small buffers that every
+  // row access then runs past. SlotBytes() is checked here once for every later use.
+  const int64_t bytes =
+      CheckedMul("KvPool num_slots x bytes_per_token", num_slots, bytes_per_token);
+  CheckedMul("KvPool slot bytes (2 x num_layers x bytes_per_token)", 2, num_layers,
+             bytes_per_token);
   for (int i = 0; i < 2 * num_layers; ++i) {
     buffers_.emplace_back(device, bytes);
     // The mirror starts zero like the device buffer, so the two agree from the start.

@@ -5,6 +5,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "kvcanary/checked.h"
 #include "kvcanary/error.h"
 
 namespace kvcanary::sim {
@@ -12,7 +13,7 @@ namespace kvcanary::sim {
 ReqToTokenTable::ReqToTokenTable(Device device, int64_t max_running_reqs, int64_t max_context_len,
                                  StreamHandle stream, int64_t row_pitch)
     : device_(device),
-      num_rows_(max_running_reqs + 1),
+      num_rows_(CheckedAdd("req_to_token rows (max_running_reqs + 1)", max_running_reqs, 1)),
       width_(max_context_len),
       row_pitch_(row_pitch == 0 ? max_context_len : row_pitch),
       stream_(stream) {
@@ -25,8 +26,10 @@ ReqToTokenTable::ReqToTokenTable(Device device, int64_t max_running_reqs, int64_
   if (row_pitch_ < width_) {
     ThrowError("kv-canary sim: req_to_token row pitch: expected >= ", width_, ", got ", row_pitch);
   }
-  const int64_t entries = num_rows_ * row_pitch_;
-  device_buffer_ = runtime::DeviceBuffer(device, entries * static_cast<int64_t>(sizeof(int32_t)));
+  const int64_t entries =
+      CheckedMul("req_to_token entries (rows x row pitch)", num_rows_, row_pitch_);
+  device_buffer_ = runtime::DeviceBuffer(
+      device, CheckedMul("req_to_token bytes", entries, static_cast<int64_t>(sizeof(int32_t))));
   if (on_cuda()) host_.assign(static_cast<size_t>(entries), 0);
   allocated_.assign(static_cast<size_t>(num_rows_), false);
   dirty_.assign(static_cast<size_t>(num_rows_), false);

@@ -10,6 +10,7 @@
 #include <numeric>
 #include <sstream>
 
+#include "kvcanary/checked.h"
 #include "kvcanary/runtime/canary_manager.h"
 #include "sim/engine.h"
 #include "sim/faults.h"
@@ -32,15 +33,21 @@ WorkloadOptions WorkloadOf(const SimOptions& options) {
   workload.seed = options.seed;
   const int64_t by_steps = static_cast<int64_t>(
       std::ceil(static_cast<double>(options.steps) * options.arrivals_per_step));
-  workload.num_requests =
-      static_cast<int>(options.num_requests > 0 ? options.num_requests : std::max<int64_t>(by_steps, 1));
-  workload.num_system_prompts = static_cast<int>(std::max<int64_t>(options.num_system_prompts, 1));
-  workload.system_prompt_len_min = static_cast<int>(options.system_prompt_len_min);
-  workload.system_prompt_len_max = static_cast<int>(options.system_prompt_len_max);
-  workload.user_len_min = static_cast<int>(options.user_turn_len_min);
-  workload.user_len_max = static_cast<int>(options.user_turn_len_max);
-  workload.max_new_tokens_min = static_cast<int>(options.max_new_tokens_min);
-  workload.max_new_tokens_max = static_cast<int>(options.max_new_tokens_max);
+  // Counts and lengths the workload keeps as int: one past int is refused, not truncated.
+  const auto narrow = [](const char* name, int64_t value) {
+    return CheckedNarrow<int>(name, value);
+  };
+  const int64_t requests =
+      options.num_requests > 0 ? options.num_requests : std::max<int64_t>(by_steps, 1);
+  workload.num_requests = narrow("num_requests", requests);
+  workload.num_system_prompts =
+      narrow("num_system_prompts", std::max<int64_t>(options.num_system_prompts, 1));
+  workload.system_prompt_len_min = narrow("system_prompt_len_min", options.system_prompt_len_min);
+  workload.system_prompt_len_max = narrow("system_prompt_len_max", options.system_prompt_len_max);
+  workload.user_len_min = narrow("user_turn_len_min", options.user_turn_len_min);
+  workload.user_len_max = narrow("user_turn_len_max", options.user_turn_len_max);
+  workload.max_new_tokens_min = narrow("max_new_tokens_min", options.max_new_tokens_min);
+  workload.max_new_tokens_max = narrow("max_new_tokens_max", options.max_new_tokens_max);
   workload.follow_up_prob = options.follow_up_prob;
   workload.arrival_per_step_max = 0;  // arrival steps are spread below
   workload.vocab_size = options.vocab_size;

@@ -4,6 +4,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "kvcanary/checked.h"
+
 namespace kvcanary::sim {
 
 SwaState::SwaState(Device device, int64_t full_slots, int64_t swa_slots, int num_layers,
@@ -13,7 +15,8 @@ SwaState::SwaState(Device device, int64_t full_slots, int64_t swa_slots, int num
       stream_(stream),
       pool_(std::make_unique<KvPool>(device, swa_slots, num_layers, bytes_per_token, stream)),
       allocator_(swa_slots),
-      lut_device_(device, 8 * (full_slots + 1)),
+      lut_device_(device,
+                  CheckedMul("SWA lookup bytes", 8, CheckedAdd("full slots", full_slots, 1))),
       lut_(full_slots + 1, 0),
       last_lut_(full_slots + 1, 0),
       contents_(swa_slots, {0, 0}) {}

@@ -284,18 +284,16 @@ TEST(ConfigLimits, NumericVariablesAreParsedWhole) {
                 "kv-canary: " + std::string(v.var) + " must be an integer, got '" + junk + "'");
     }
   }
-  EXPECT_EQ(ErrorMessage([] {
-              PerturbConfig::FromEnv(MapEnv({{"KVCANARY_PERTURB_WARMUP_STEPS", "5 steps"}}));
-            }),
-            "kv-canary: KVCANARY_PERTURB_WARMUP_STEPS must be an integer, got '5 steps'");
-  EXPECT_EQ(ErrorMessage([] {
-              PerturbConfig::FromEnv(MapEnv({{"KVCANARY_PERTURB_SEED", "7seven"}}));
-            }),
-            "kv-canary: KVCANARY_PERTURB_SEED must be an integer, got '7seven'");
-  EXPECT_EQ(ErrorMessage([] {
-              PerturbConfig::FromEnv(MapEnv({{"KVCANARY_PERTURB_NEXT_TOKEN_SWAP_PROB", "0.5%"}}));
-            }),
-            "kv-canary: KVCANARY_PERTURB_NEXT_TOKEN_SWAP_PROB must be a number, got '0.5%'");
+  // The perturbation's numeric variables: {variable, value, what it must be}.
+  const char* const perturb_cases[][3] = {
+      {"KVCANARY_PERTURB_WARMUP_STEPS", "5 steps", "an integer"},
+      {"KVCANARY_PERTURB_SEED", "7seven", "an integer"},
+      {"KVCANARY_PERTURB_NEXT_TOKEN_SWAP_PROB", "0.5%", "a number"},
+  };
+  for (const auto& [var, value, kind] : perturb_cases) {
+    EXPECT_EQ(ErrorMessage([&] { PerturbConfig::FromEnv(MapEnv({{var, value}})); }),
+              "kv-canary: " + std::string(var) + " must be " + kind + ", got '" + value + "'");
+  }
 }
 
 TEST(ConfigLimits, PerturbationWarmupAndProbabilitiesAreRangeChecked) {
