@@ -69,6 +69,13 @@ TEST(KvcanaryCli, HugeFaultRateFailsQuickly) {
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10));
 }
 
+TEST(KvcanaryCli, BadBenchRepsExitTwoBeforeAnyTiming) {
+  for (const char* reps : {"4294967316", "1e9", "50x", "19"}) {
+    ExpectExit(std::string("bench --suite quick --reps ") + reps, 2,
+               std::string("--reps: Value ") + reps + " not in range 20 to 1000000");
+  }
+}
+
 TEST(KvcanaryCli, EmptyJsonPathIsAUsageError) {
   ExpectExit("sim --quiet --json ''", 2, "--json must be a non-empty PATH, got ''");
   ExpectExit("bench --json ''", 2, "--json: must be a non-empty PATH");
