@@ -8,6 +8,8 @@
 #include <filesystem>
 #include <string>
 
+#include "sim/sim_flags.h"
+
 namespace {
 
 struct CliResult {
@@ -53,6 +55,30 @@ TEST(KvcanaryCli, EachBadSimFlagExitsTwoWithItsMessage) {
   };
   for (const auto& [args, message] : cases) {
     ExpectExit(std::string("sim --quiet ") + args, 2, message);
+  }
+}
+
+// The command's options come from the flag table: every row is there, with its range.
+TEST(KvcanaryCli, SimHelpListsEveryTableFlagWithItsRange) {
+  const CliResult help = RunCli("sim --help");
+  ASSERT_EQ(help.status, 0) << help.output;
+  for (const kvcanary::sim::SimFlag& flag : kvcanary::sim::SimFlagTable()) {
+    EXPECT_NE(help.output.find(std::string("--") + flag.name), std::string::npos) << flag.name;
+    if (flag.kind != kvcanary::sim::FlagKind::kInteger) continue;
+    EXPECT_NE(help.output.find("in " + kvcanary::sim::FlagRange(flag)), std::string::npos)
+        << flag.name;
+  }
+}
+
+TEST(KvcanaryCli, EveryIntegerFlagRejectsOnePastEitherBound) {
+  for (const kvcanary::sim::SimFlag& flag : kvcanary::sim::SimFlagTable()) {
+    if (flag.kind != kvcanary::sim::FlagKind::kInteger) continue;
+    for (const int64_t outside : {flag.min - 1, flag.max + 1}) {
+      const std::string text = std::to_string(outside);
+      ExpectExit(std::string("sim --quiet --") + flag.name + " " + text, 2,
+                 std::string("--") + flag.name + " must be an integer in " +
+                     kvcanary::sim::FlagRange(flag) + ", got '" + text + "'");
+    }
   }
 }
 
