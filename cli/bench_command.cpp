@@ -87,6 +87,9 @@ Command AddBenchCommand(CLI::App& app) {
   auto options = std::make_shared<BenchOptions>();
   CLI::App* bench = app.add_subcommand(
       "bench", "Time plan, verify, write and the whole canary step on fixed shapes");
+  bench->footer(
+      "Exit status: 0 done, 1 an output check failed, 2 bad arguments or a device this build "
+      "cannot bench, 3 a run-time error (out of memory, an unwritable --json file).");
   bench->add_option("--device", options->device, "Where the ops run")
       ->check(CLI::IsMember({"cpu", "cuda"}))
       ->capture_default_str();

@@ -27,7 +27,7 @@ using sim::SimOptions;
 
 // The flags as given: the text of each table flag (parsed by SetFlag once parsing is over, so
 // every flag gets the same strict rules) and the switches, which CLI11 sets directly.
-struct SimFlags {
+struct GivenFlags {
   std::string scenario = "default";
   bool quiet = false;
   std::vector<std::string> texts = std::vector<std::string>(sim::SimFlagTable().size());
@@ -42,7 +42,7 @@ int Fail(int status, const std::string& message) {
 
 // One CLI11 option per row of the flag table; the help shows the row's range and the default
 // scenario's value.
-void AddTableFlags(CLI::App* app, SimFlags* flags) {
+void AddTableFlags(CLI::App* app, GivenFlags* flags) {
   const SimOptions defaults;
   const std::vector<sim::SimFlag>& table = sim::SimFlagTable();
   for (size_t i = 0; i < table.size(); ++i) {
@@ -65,7 +65,7 @@ void AddTableFlags(CLI::App* app, SimFlags* flags) {
 
 // The table flags given on the command line, parsed over the default options. Throws UsageError
 // for the first bad one.
-SimOptions ParseGiven(const SimFlags& flags) {
+SimOptions ParseGiven(const GivenFlags& flags) {
   SimOptions given = flags.switches;
   const std::vector<sim::SimFlag>& table = sim::SimFlagTable();
   for (size_t i = 0; i < table.size(); ++i) {
@@ -76,7 +76,7 @@ SimOptions ParseGiven(const SimFlags& flags) {
 }
 
 // Every scenario's options, validated before the first one runs, so a bad flag costs nothing.
-std::vector<SimOptions> BuildRuns(const SimFlags& flags) {
+std::vector<SimOptions> BuildRuns(const GivenFlags& flags) {
   const SimOptions given = ParseGiven(flags);
   const std::vector<sim::SimFlag>& table = sim::SimFlagTable();
   std::vector<SimOptions> runs;
@@ -109,7 +109,7 @@ sim::ScenarioReport RunOne(const SimOptions& options, bool quiet) {
   return report;
 }
 
-int RunSim(const SimFlags& flags) {
+int RunSim(const GivenFlags& flags) {
   std::vector<SimOptions> runs;
   try {
     runs = BuildRuns(flags);
@@ -157,8 +157,8 @@ int RunSim(const SimFlags& flags) {
 }  // namespace
 
 Command AddSimCommand(CLI::App& app) {
-  auto flags = std::make_shared<SimFlags>();
-  SimFlags* f = flags.get();
+  auto flags = std::make_shared<GivenFlags>();
+  GivenFlags* f = flags.get();
   CLI::App* sim = app.add_subcommand(
       "sim",
       "Serve a seeded workload through a simulated engine, inject KV-cache faults and "

@@ -153,7 +153,11 @@ void ValidateWorkload(const SimOptions& o) {
   RequireRange("user turn length", o.user_turn_len_min, o.user_turn_len_max);
   RequireRange("max new tokens", o.max_new_tokens_min, o.max_new_tokens_max);
   RequireProbability("follow-up probability", o.follow_up_prob);
-  if (!(o.arrivals_per_step > 0)) Throw("arrivals per step must be > 0, got ", o.arrivals_per_step);
+  // Bounded above (and so finite): the workload holds steps x arrivals initial requests, counted
+  // in an int.
+  if (!(o.arrivals_per_step > 0 && o.arrivals_per_step <= 16)) {
+    Throw("arrivals per step must be in (0, 16], got ", o.arrivals_per_step);
+  }
   // Follow-ups end their conversation when the next turn would not fit, but a first turn has
   // nowhere to go: the longest one must fit the context.
   const int64_t system = o.num_system_prompts > 0 ? o.system_prompt_len_max : 0;

@@ -119,7 +119,8 @@ SimOptions ScenarioPreset(std::string_view name);
 std::vector<std::string> ScenariosToRun(std::string_view name);
 
 // Throws UsageError with the first problem found: an unknown value of device, mode, real_data,
-// progress or faults; a number out of range; a workload that cannot fit the pool; a fault named
+// progress or faults; a number out of range (above its flag's maximum in sim_flags.h, or below
+// what the engine needs); a workload that cannot fit the pool; a fault named
 // explicitly that does not apply; device "cuda" without a usable CUDA device.
 void ValidateOptions(const SimOptions& options);
 

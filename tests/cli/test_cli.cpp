@@ -8,6 +8,8 @@
 #include <filesystem>
 #include <string>
 
+#include "sim/sim_flags.h"
+
 namespace {
 
 struct CliResult {
@@ -15,8 +17,9 @@ struct CliResult {
   std::string output;  // stdout and stderr together
 };
 
-CliResult RunCli(const std::string& args) {
-  const std::string command = std::string(KVCANARY_BIN) + " " + args + " 2>&1";
+// Runs the binary with `args` through the shell; `shell_prefix` goes before it ("ulimit ... && ").
+CliResult RunCli(const std::string& args, const std::string& shell_prefix = "") {
+  const std::string command = shell_prefix + std::string(KVCANARY_BIN) + " " + args + " 2>&1";
   CliResult result;
   std::FILE* pipe = popen(command.c_str(), "r");
   if (pipe == nullptr) return result;
@@ -56,6 +59,30 @@ TEST(KvcanaryCli, EachBadSimFlagExitsTwoWithItsMessage) {
   }
 }
 
+// The command's options come from the flag table: every row is there, with its range.
+TEST(KvcanaryCli, SimHelpListsEveryTableFlagWithItsRange) {
+  const CliResult help = RunCli("sim --help");
+  ASSERT_EQ(help.status, 0) << help.output;
+  for (const kvcanary::sim::SimFlag& flag : kvcanary::sim::SimFlagTable()) {
+    EXPECT_NE(help.output.find(std::string("--") + flag.name), std::string::npos) << flag.name;
+    if (flag.kind != kvcanary::sim::FlagKind::kInteger) continue;
+    EXPECT_NE(help.output.find("in " + kvcanary::sim::FlagRange(flag)), std::string::npos)
+        << flag.name;
+  }
+}
+
+TEST(KvcanaryCli, EveryIntegerFlagRejectsOnePastEitherBound) {
+  for (const kvcanary::sim::SimFlag& flag : kvcanary::sim::SimFlagTable()) {
+    if (flag.kind != kvcanary::sim::FlagKind::kInteger) continue;
+    for (const int64_t outside : {flag.min - 1, flag.max + 1}) {
+      const std::string text = std::to_string(outside);
+      ExpectExit(std::string("sim --quiet --") + flag.name + " " + text, 2,
+                 std::string("--") + flag.name + " must be an integer in " +
+                     kvcanary::sim::FlagRange(flag) + ", got '" + text + "'");
+    }
+  }
+}
+
 // An int64 that does not fit an int once ran no step at all and passed.
 TEST(KvcanaryCli, HugeStepsIsAUsageErrorNotAnEmptyPass) {
   ExpectExit("sim --quiet --steps 8589934592", 2,
@@ -67,6 +94,13 @@ TEST(KvcanaryCli, HugeFaultRateFailsQuickly) {
   ExpectExit("sim --quiet --fault-rate 1e9", 2, "--fault-rate must be an integer in [0, 10000]");
   ExpectExit("sim --quiet --fault-rate 1000000000", 2, "got '1000000000'");
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10));
+}
+
+TEST(KvcanaryCli, BadBenchRepsExitTwoBeforeAnyTiming) {
+  for (const char* reps : {"4294967316", "1e9", "50x", "19"}) {
+    ExpectExit(std::string("bench --suite quick --reps ") + reps, 2,
+               std::string("--reps: Value ") + reps + " not in range 20 to 1000000");
+  }
 }
 
 TEST(KvcanaryCli, EmptyJsonPathIsAUsageError) {
@@ -87,6 +121,22 @@ TEST(KvcanaryCli, JsonWriteFailureExitsThree) {
   if (!std::filesystem::exists("/dev/full")) GTEST_SKIP() << "no /dev/full";
   ExpectExit("sim --quiet --steps 20 --faults none --json /dev/full", 3,
              "--json: writing /dev/full failed: No space left on device");
+}
+
+// Sizes inside the flag ranges can still ask for more memory than the machine has: a pool of
+// 2^24 slots x 64 KiB per layer is a run-time error (3), reported on one line, not a crash. The
+// address space is capped so the test behaves the same on a machine that overcommits.
+TEST(KvcanaryCli, AllocationFailureExitsThree) {
+#if defined(__SANITIZE_ADDRESS__)
+  GTEST_SKIP() << "AddressSanitizer reserves more address space than the cap allows";
+#endif
+  const std::string args =
+      "sim --quiet --steps 10 --faults none --num-slots 16777216 --bytes-per-token 65536";
+  const CliResult result = RunCli(args, "ulimit -v 4000000 && ");  // 4 GB of address space
+  EXPECT_EQ(result.status, 3) << result.output;
+  EXPECT_NE(result.output.find("kvcanary sim: scenario default: "), std::string::npos)
+      << result.output;
+  EXPECT_NE(result.output.find("memory"), std::string::npos) << result.output;
 }
 
 TEST(KvcanaryCli, ShortCleanRunPassesAndWritesTheReport) {

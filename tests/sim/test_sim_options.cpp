@@ -273,6 +273,17 @@ TEST(SimOptions, RejectsBadWorkloadRangesAndProbabilities) {
   ExpectRejected(o, "follow-up probability must be in [0, 1]");
 }
 
+TEST(SimOptions, RejectsArrivalRatesThatAreNotPositiveAndFinite) {
+  for (double rate : {0.0, -1.0, 16.5, std::nan(""), HUGE_VAL}) {
+    SimOptions o;
+    o.arrivals_per_step = rate;
+    ExpectRejected(o, "arrivals per step must be in (0, 16], got ");
+  }
+  SimOptions o;
+  o.arrivals_per_step = 16;
+  EXPECT_EQ(ValidationError(o), "");
+}
+
 TEST(SimOptions, RejectsNegativeCountsAndAnEmptyHostTier) {
   SimOptions o;
   o.fault_rate = -1;
