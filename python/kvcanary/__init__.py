@@ -64,7 +64,8 @@ from kvcanary.verify import (
 from kvcanary.write import WritePlan, launch_canary_write_kernel
 from kvcanary.fused_verify import launch_canary_fused_verify_kernel
 
-# Raised for dtype errors of the scatter op (spec §11 S2): both a ValueError and a TypeError.
+# Raised for type problems (a non-tensor, a missing field, an int given as a str, float or bool, a
+# flag that is not a bool) and the scatter op's dtype errors: both a ValueError and a TypeError.
 KvCanaryTypeError = _kvcanary.KvCanaryTypeError
 
 __all__ = [

@@ -7,7 +7,6 @@ argument strictly (kv-canary-prefixed ValueError / KvCanaryTypeError) and the op
 
 from __future__ import annotations
 
-import ast
 import inspect
 import sys
 from typing import Any, Callable
@@ -32,31 +31,48 @@ def resolve_stream(stream: Any, reference: Any) -> Any:
     return 0
 
 
-def _keyword_names(parameters: str) -> list:
-    """The parameter names of a keyword-only parameter list written as Python source."""
-    tree = ast.parse(f"def launcher(*, {parameters}): pass")
-    return [argument.arg for argument in tree.body[0].args.kwonlyargs]
+# The annotation a parameter gets from its default when its declaration names none.
+_ANNOTATION_OF_DEFAULT = {None: "Any", "None": "Optional[Any]", "False": "bool", "0": "int"}
+
+
+def _signature_source(parameters: str) -> tuple:
+    """Parameter declarations ``name[:Annotation][=default]``, separated by white space, as the
+    source of a keyword-only parameter list and the list of names. Without an annotation a
+    parameter is ``Any`` (``Optional[Any]`` with default None, ``bool`` with False, ``int`` with
+    0); an annotation with default None becomes ``Optional[...]``."""
+    names, sources = [], []
+    for declaration in parameters.split():
+        head, _, default = declaration.partition("=")
+        name, _, annotation = head.partition(":")
+        default = default or None
+        if not annotation:
+            annotation = _ANNOTATION_OF_DEFAULT[default]
+        elif default == "None":
+            annotation = f"Optional[{annotation}]"
+        names.append(name)
+        sources.append(f"{name}: {annotation}" + (f" = {default}" if default else ""))
+    return ", ".join(sources), names
 
 
 def define_launcher(
-    op: Callable[..., None], *, name: str, module: str, parameters: str, stream_from: str, doc: str
+    op: Callable[..., None], name: str, module: str, *, stream_from: str, parameters: str, doc: str
 ) -> Callable[..., None]:
     """A keyword-only launcher ``name(*, <parameters>, stream=None)`` that passes every argument
     unchanged to the binding's ``op`` plus the resolved stream.
 
-    ``parameters`` is the launcher's public parameter list as Python source (names, annotations,
-    defaults: SGLang's, then kvcanary's additions); ``stream_from`` names the tensor whose device
-    picks the default stream (``"out"`` or ``"context.canary_buf"``; a missing attribute reads as
-    None so the binding reports it). The function is generated so that a call costs what the
-    hand-written forwarding did: one Python frame and one binding call.
+    ``parameters`` declares the launcher's public parameters in order (SGLang's, then kvcanary's
+    additions; see ``_signature_source``); ``stream_from`` names the tensor whose device picks the
+    default stream (``"out"`` or ``"context.canary_buf"``; a missing attribute reads as None so
+    the binding reports it). The function is generated so that a call costs what a hand-written
+    forwarding function costs: one Python frame and one binding call.
     """
-    names = _keyword_names(parameters)
+    signature, names = _signature_source(parameters)
     owner, _, attribute = stream_from.partition(".")
     reference = f"_getattr({owner}, {attribute!r}, None)" if attribute else owner
     forwarded = ", ".join(f"{n}={n}" for n in names)
     source = (
         "from __future__ import annotations\n"
-        f"def {name}(*, {parameters}, stream: Any = None) -> None:\n"
+        f"def {name}(*, {signature}, stream: Any = None) -> None:\n"
         f"    _op({forwarded}, stream=_resolve_stream(stream, {reference}))\n"
     )
     # The module's names resolve the annotations (typing.get_type_hints), as for a def there.

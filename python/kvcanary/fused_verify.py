@@ -13,19 +13,14 @@ __all__ = ["launch_canary_fused_verify_kernel"]
 
 
 launch_canary_fused_verify_kernel = define_launcher(
-    _C.fused_verify,
-    name="launch_canary_fused_verify_kernel",
-    module=__name__,
-    stream_from="context.canary_buf",
-    parameters="""
-    context: VerifyOrWriteContext, req_pool_indices: Any, prefix_lens: Any, req_to_token: Any,
-    verify_offsets_scratch: Any, verify_num_valid: Any, verify_enable: Any, verify_capacity: int,
-    swa_window_size: int = 0, full_to_swa_index_mapping: Optional[Any] = None,
-    req_to_verify_expected_tokens: Optional[Any] = None,
-    req_to_verify_expected_tokens_valid_lens: Optional[Any] = None,
-    kv_token_id_vs_position_offset: int = 0, check_verify_expected_token: bool = False,
-    paired_context: Optional[VerifyOrWriteContext] = None,
-    req_to_token_stride0: Optional[int] = None""",
+    _C.fused_verify, "launch_canary_fused_verify_kernel", __name__,
+    stream_from="context.canary_buf", parameters="""
+    context:VerifyOrWriteContext req_pool_indices prefix_lens req_to_token verify_offsets_scratch
+    verify_num_valid verify_enable verify_capacity:int swa_window_size=0
+    full_to_swa_index_mapping=None req_to_verify_expected_tokens=None
+    req_to_verify_expected_tokens_valid_lens=None kv_token_id_vs_position_offset=0
+    check_verify_expected_token=False paired_context:VerifyOrWriteContext=None
+    req_to_token_stride0:int=None""",
     doc="""\
     Checks exactly what ``launch_plan_entries_kernel`` + ``launch_canary_verify_kernel`` check,
     deriving each entry from the plan inputs instead of reading plan arrays::

@@ -13,12 +13,9 @@ __all__ = ["launch_scatter_req_token_ids_kernel"]
 
 
 launch_scatter_req_token_ids_kernel = define_launcher(
-    _C.scatter_req_token_ids,
-    name="launch_scatter_req_token_ids_kernel",
-    module=__name__,
-    stream_from="pool_out",
-    parameters="""
-    flat_in: Any, offsets: Any, req_pool_indices: Any, pool_out: Any""",
+    _C.scatter_req_token_ids, "launch_scatter_req_token_ids_kernel", __name__,
+    stream_from="pool_out", parameters="""
+    flat_in offsets req_pool_indices pool_out""",
     doc="""\
     Scatters a flat per-request int64 token sequence into an int32 pool, in place.
 

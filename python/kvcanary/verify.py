@@ -139,13 +139,10 @@ class VerifyPlan:
 
 
 launch_canary_verify_kernel = define_launcher(
-    _C.verify,
-    name="launch_canary_verify_kernel",
-    module=__name__,
-    stream_from="context.canary_buf",
-    parameters="""
-    context: VerifyOrWriteContext, plan: VerifyPlan, check_verify_expected_token: bool = False,
-    paired_context: Optional[VerifyOrWriteContext] = None""",
+    _C.verify, "launch_canary_verify_kernel", __name__,
+    stream_from="context.canary_buf", parameters="""
+    context:VerifyOrWriteContext plan:VerifyPlan check_verify_expected_token=False
+    paired_context:VerifyOrWriteContext=None""",
     doc="""\
     Re-checks the records a forward's attention reads (spec §8). Read-only on ``canary_buf``.
 

@@ -61,15 +61,11 @@ class WritePlan:
 
 
 launch_canary_write_kernel = define_launcher(
-    _C.write,
-    name="launch_canary_write_kernel",
-    module=__name__,
-    stream_from="context.canary_buf",
-    parameters="""
-    context: VerifyOrWriteContext, plan: WritePlan, input_ids: Any, positions: Any,
-    out_cache_loc: Any, enable_write_input_assert: bool = False,
-    expected_input_tokens: Optional[Any] = None, expected_input_positions: Optional[Any] = None,
-    paired_context: Optional[VerifyOrWriteContext] = None""",
+    _C.write, "launch_canary_write_kernel", __name__,
+    stream_from="context.canary_buf", parameters="""
+    context:VerifyOrWriteContext plan:WritePlan input_ids positions out_cache_loc
+    enable_write_input_assert=False expected_input_tokens=None expected_input_positions=None
+    paired_context:VerifyOrWriteContext=None""",
     doc="""\
     Stores the record of every token a forward writes (spec §9).
 

@@ -1,11 +1,13 @@
 // The _kvcanary extension module: every def of the Python binding, as one table. The Python
 // package (python/kvcanary/) wraps these with SGLang's signatures, docstrings and stream choice;
-// conversions.cpp turns arguments into the C++ structs. Nothing here decides anything.
+// launchers.cpp and conversions.cpp turn arguments into the C++ structs. Nothing here decides
+// anything.
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
 #include "conversions.h"
 #include "kvcanary/kvcanary.h"
+#include "launchers.h"
 #include "scalars.h"
 
 namespace py = pybind11;
@@ -90,46 +92,13 @@ PYBIND11_MODULE(_kvcanary, m) {
       [](py::handle n) { return WritePlanAllocationBytes(Int64Arg(n, "write_req_capacity")); },
       py::arg("write_req_capacity"));
 
-  // The ops (spec §7-§10). Keyword-only, as the Python launchers call them.
-  m.def("plan", &Plan_Launch, py::kw_only(), py::arg("verify_plan_out"), py::arg("write_plan_out"),
-        py::arg("req_pool_indices"), py::arg("prefix_lens"), py::arg("extend_seq_lens"),
-        py::arg("req_to_token"), py::arg("swa_window_size"), py::arg("full_to_swa_index_mapping"),
-        py::arg("verify_capacity"), py::arg("req_to_verify_expected_tokens"),
-        py::arg("req_to_verify_expected_tokens_valid_lens"),
-        py::arg("kv_token_id_vs_position_offset"), py::arg("verify_offsets_scratch"),
-        py::arg("req_to_token_stride0"), py::arg("stream"));
-  m.def("plan_offsets", &PlanOffsets_Launch, py::kw_only(), py::arg("req_pool_indices"),
-        py::arg("prefix_lens"), py::arg("extend_seq_lens"), py::arg("req_to_token"),
-        py::arg("full_to_swa_index_mapping"), py::arg("out_verify_offsets_scratch"),
-        py::arg("out_write_offsets"), py::arg("out_write_seed_slot_indices"),
-        py::arg("out_verify_num_valid"), py::arg("out_verify_enable"),
-        py::arg("out_write_num_valid_reqs"), py::arg("swa_window_size"), py::arg("verify_capacity"),
-        py::arg("req_to_token_stride0"), py::arg("lut_len"), py::arg("stream"));
-  m.def("plan_entries", &PlanEntries_Launch, py::kw_only(), py::arg("req_pool_indices"),
-        py::arg("prefix_lens"), py::arg("req_to_token"), py::arg("full_to_swa_index_mapping"),
-        py::arg("verify_offsets_scratch"), py::arg("verify_enable"),
-        py::arg("req_to_verify_expected_tokens"),
-        py::arg("req_to_verify_expected_tokens_valid_lens"), py::arg("out_verify_slot_indices"),
-        py::arg("out_verify_expected_tokens"), py::arg("out_verify_expected_positions"),
-        py::arg("out_verify_prev_slot_indices"), py::arg("kv_token_id_vs_position_offset"),
-        py::arg("swa_window_size"), py::arg("stream"));
-  m.def("swa_translate", &SwaTranslate_Launch, py::kw_only(), py::arg("slot_indices"),
-        py::arg("full_to_swa_index_mapping"), py::arg("out_slot_indices"), py::arg("stream"));
-  m.def("verify", &Verify_Launch, py::kw_only(), py::arg("context"), py::arg("plan"),
-        py::arg("check_verify_expected_token"), py::arg("paired_context"), py::arg("stream"));
-  m.def("fused_verify", &FusedVerify_Launch, py::kw_only(), py::arg("context"),
-        py::arg("req_pool_indices"), py::arg("prefix_lens"), py::arg("req_to_token"),
-        py::arg("swa_window_size"), py::arg("full_to_swa_index_mapping"),
-        py::arg("req_to_verify_expected_tokens"),
-        py::arg("req_to_verify_expected_tokens_valid_lens"),
-        py::arg("kv_token_id_vs_position_offset"), py::arg("verify_offsets_scratch"),
-        py::arg("verify_num_valid"), py::arg("verify_enable"), py::arg("verify_capacity"),
-        py::arg("check_verify_expected_token"), py::arg("paired_context"),
-        py::arg("req_to_token_stride0"), py::arg("stream"));
-  m.def("write", &Write_Launch, py::kw_only(), py::arg("context"), py::arg("plan"),
-        py::arg("input_ids"), py::arg("positions"), py::arg("out_cache_loc"),
-        py::arg("enable_write_input_assert"), py::arg("expected_input_tokens"),
-        py::arg("expected_input_positions"), py::arg("paired_context"), py::arg("stream"));
-  m.def("scatter_req_token_ids", &Scatter_Launch, py::kw_only(), py::arg("flat_in"),
-        py::arg("offsets"), py::arg("req_pool_indices"), py::arg("pool_out"), py::arg("stream"));
+  // The ops, keyword-only: each takes exactly what its Python launcher forwards (launchers.h).
+  m.def("plan", &Plan_Launch);
+  m.def("plan_offsets", &PlanOffsets_Launch);
+  m.def("plan_entries", &PlanEntries_Launch);
+  m.def("swa_translate", &SwaTranslate_Launch);
+  m.def("verify", &Verify_Launch);
+  m.def("fused_verify", &FusedVerify_Launch);
+  m.def("write", &Write_Launch);
+  m.def("scatter_req_token_ids", &Scatter_Launch);
 }

@@ -18,12 +18,8 @@ namespace {
 // must outlive every module that may raise it).
 PyObject* g_type_error_class = nullptr;
 
-StreamHandle StreamOf(py::handle stream) {
-  return reinterpret_cast<StreamHandle>(StreamArg(stream));
-}
-
-// One attribute of a plan or context object, imported under `prefix + attribute` (the name the
-// op's own messages use).
+// One tensor attribute of a context, imported under the attribute's name (the name the op's own
+// messages use); `owner` names the object when the attribute is missing.
 TensorView ImportAttr(ImportScope& scope, py::handle object, const char* attribute,
                       std::string_view owner) {
   return scope.Import(AttrOf(object, attribute, owner), attribute);
@@ -40,6 +36,8 @@ View PlanView_Import(py::handle object, ImportScope& scope, const std::string& p
   }
   return view;
 }
+
+}  // namespace
 
 VerifyPlanView VerifyPlan_ToView(py::handle plan, ImportScope& scope, const std::string& prefix) {
   static const std::pair<TensorView VerifyPlanView::*, const char*> kFields[] = {
@@ -59,6 +57,8 @@ WritePlanView WritePlan_ToView(py::handle plan, ImportScope& scope, const std::s
       {&WritePlanView::write_num_valid_reqs, "write_num_valid_reqs"}};
   return PlanView_Import(plan, scope, prefix, kFields);
 }
+
+namespace {
 
 RealKvSource RealKvSource_ToStruct(py::handle source, ImportScope& scope, const std::string& name) {
   RealKvSource out;
@@ -85,6 +85,8 @@ void Sources_Import(const py::sequence& sources, ImportScope& scope, RealKvSourc
     out[i] = RealKvSource_ToStruct(sources[i], scope, "real_kv_sources[" + std::to_string(i) + "]");
   }
 }
+
+}  // namespace
 
 // SGLang's VerifyOrWriteContext, passed as `owner` (context or paired_context). A context with
 // more than kMaxRealKvSources sources keeps its true count, so the op raises V1 / W1 for it; only
@@ -117,6 +119,8 @@ std::optional<LaunchContext> PairedContext_ToStruct(py::handle paired, ImportSco
   return VerifyOrWriteContext_ToStruct(paired, scope, with_chain_assert, "paired_context");
 }
 
+namespace {
+
 void TranslateError(std::exception_ptr error) {
   try {
     if (error) std::rethrow_exception(error);
@@ -137,215 +141,6 @@ void Error_Register(py::module_& module) {
   }
   module.attr("KvCanaryTypeError") = py::handle(g_type_error_class);
   py::register_local_exception_translator(&TranslateError);
-}
-
-void Plan_Launch(py::handle verify_plan_out, py::handle write_plan_out, py::handle req_pool_indices,
-                 py::handle prefix_lens, py::handle extend_seq_lens, py::handle req_to_token,
-                 py::handle swa_window_size, py::handle full_to_swa_index_mapping,
-                 py::handle verify_capacity, py::handle req_to_verify_expected_tokens,
-                 py::handle req_to_verify_expected_tokens_valid_lens,
-                 py::handle kv_token_id_vs_position_offset, py::handle verify_offsets_scratch,
-                 py::handle req_to_token_stride0, py::handle stream) {
-  ImportScope scope;
-  PlanArgs args;
-  args.verify_plan_out = VerifyPlan_ToView(verify_plan_out, scope, "verify_plan_out.");
-  args.write_plan_out = WritePlan_ToView(write_plan_out, scope, "write_plan_out.");
-  args.inputs.req_pool_indices = scope.Import(req_pool_indices, "req_pool_indices");
-  args.inputs.prefix_lens = scope.Import(prefix_lens, "prefix_lens");
-  args.inputs.extend_seq_lens = scope.Import(extend_seq_lens, "extend_seq_lens");
-  args.inputs.req_to_token = scope.Import(req_to_token, "req_to_token");
-  args.inputs.swa_window_size = Int64Arg(swa_window_size, "swa_window_size");
-  args.inputs.full_to_swa_index_mapping =
-      scope.Import(full_to_swa_index_mapping, "full_to_swa_index_mapping");
-  args.verify_capacity = Int64Arg(verify_capacity, "verify_capacity");
-  args.inputs.req_to_verify_expected_tokens =
-      scope.Import(req_to_verify_expected_tokens, "req_to_verify_expected_tokens");
-  args.inputs.req_to_verify_expected_tokens_valid_lens = scope.Import(
-      req_to_verify_expected_tokens_valid_lens, "req_to_verify_expected_tokens_valid_lens");
-  args.inputs.kv_token_id_vs_position_offset =
-      Int64Arg(kv_token_id_vs_position_offset, "kv_token_id_vs_position_offset");
-  args.verify_offsets_scratch = scope.Import(verify_offsets_scratch, "verify_offsets_scratch");
-  args.inputs.req_to_token_stride0 = OptionalInt64Arg(req_to_token_stride0, "req_to_token_stride0");
-  args.inputs.require_contiguous_req_to_token = true;  // SGLang's O1, kept by the Python launchers
-  const StreamHandle on_stream = StreamOf(stream);     // reads Python objects: before the release
-  py::gil_scoped_release release;
-  Plan(args, on_stream);
-}
-
-void PlanOffsets_Launch(py::handle req_pool_indices, py::handle prefix_lens,
-                        py::handle extend_seq_lens, py::handle req_to_token,
-                        py::handle full_to_swa_index_mapping, py::handle out_verify_offsets_scratch,
-                        py::handle out_write_offsets, py::handle out_write_seed_slot_indices,
-                        py::handle out_verify_num_valid, py::handle out_verify_enable,
-                        py::handle out_write_num_valid_reqs, py::handle swa_window_size,
-                        py::handle verify_capacity, py::handle req_to_token_stride0,
-                        py::handle lut_len, py::handle stream) {
-  ImportScope scope;
-  PlanOffsetsArgs args;
-  args.inputs.req_pool_indices = scope.Import(req_pool_indices, "req_pool_indices");
-  args.inputs.prefix_lens = scope.Import(prefix_lens, "prefix_lens");
-  args.inputs.extend_seq_lens = scope.Import(extend_seq_lens, "extend_seq_lens");
-  args.inputs.req_to_token = scope.Import(req_to_token, "req_to_token");
-  args.inputs.full_to_swa_index_mapping =
-      scope.Import(full_to_swa_index_mapping, "full_to_swa_index_mapping");
-  args.out_verify_offsets_scratch =
-      scope.Import(out_verify_offsets_scratch, "out_verify_offsets_scratch");
-  args.out_write_offsets = scope.Import(out_write_offsets, "out_write_offsets");
-  args.out_write_seed_slot_indices =
-      scope.Import(out_write_seed_slot_indices, "out_write_seed_slot_indices");
-  args.out_verify_num_valid = scope.Import(out_verify_num_valid, "out_verify_num_valid");
-  args.out_verify_enable = scope.Import(out_verify_enable, "out_verify_enable");
-  args.out_write_num_valid_reqs =
-      scope.Import(out_write_num_valid_reqs, "out_write_num_valid_reqs");
-  args.inputs.swa_window_size = Int64Arg(swa_window_size, "swa_window_size");
-  args.verify_capacity = Int64Arg(verify_capacity, "verify_capacity");
-  args.inputs.req_to_token_stride0 = OptionalInt64Arg(req_to_token_stride0, "req_to_token_stride0");
-  args.lut_len = OptionalInt64Arg(lut_len, "lut_len");
-  args.inputs.require_contiguous_req_to_token = true;
-  const StreamHandle on_stream = StreamOf(stream);  // reads Python objects: before the release
-  py::gil_scoped_release release;
-  PlanOffsets(args, on_stream);
-}
-
-void PlanEntries_Launch(py::handle req_pool_indices, py::handle prefix_lens,
-                        py::handle req_to_token, py::handle full_to_swa_index_mapping,
-                        py::handle verify_offsets_scratch, py::handle verify_enable,
-                        py::handle req_to_verify_expected_tokens,
-                        py::handle req_to_verify_expected_tokens_valid_lens,
-                        py::handle out_verify_slot_indices, py::handle out_verify_expected_tokens,
-                        py::handle out_verify_expected_positions,
-                        py::handle out_verify_prev_slot_indices,
-                        py::handle kv_token_id_vs_position_offset, py::handle swa_window_size,
-                        py::handle stream) {
-  ImportScope scope;
-  PlanEntriesArgs args;
-  args.inputs.req_pool_indices = scope.Import(req_pool_indices, "req_pool_indices");
-  args.inputs.prefix_lens = scope.Import(prefix_lens, "prefix_lens");
-  args.inputs.req_to_token = scope.Import(req_to_token, "req_to_token");
-  args.inputs.full_to_swa_index_mapping =
-      scope.Import(full_to_swa_index_mapping, "full_to_swa_index_mapping");
-  args.verify_offsets_scratch = scope.Import(verify_offsets_scratch, "verify_offsets_scratch");
-  args.verify_enable = scope.Import(verify_enable, "verify_enable");
-  args.inputs.req_to_verify_expected_tokens =
-      scope.Import(req_to_verify_expected_tokens, "req_to_verify_expected_tokens");
-  args.inputs.req_to_verify_expected_tokens_valid_lens = scope.Import(
-      req_to_verify_expected_tokens_valid_lens, "req_to_verify_expected_tokens_valid_lens");
-  args.out_verify_slot_indices = scope.Import(out_verify_slot_indices, "out_verify_slot_indices");
-  args.out_verify_expected_tokens =
-      scope.Import(out_verify_expected_tokens, "out_verify_expected_tokens");
-  args.out_verify_expected_positions =
-      scope.Import(out_verify_expected_positions, "out_verify_expected_positions");
-  args.out_verify_prev_slot_indices =
-      scope.Import(out_verify_prev_slot_indices, "out_verify_prev_slot_indices");
-  args.inputs.kv_token_id_vs_position_offset =
-      Int64Arg(kv_token_id_vs_position_offset, "kv_token_id_vs_position_offset");
-  args.inputs.swa_window_size = Int64Arg(swa_window_size, "swa_window_size");
-  args.inputs.require_contiguous_req_to_token = true;
-  const StreamHandle on_stream = StreamOf(stream);  // reads Python objects: before the release
-  py::gil_scoped_release release;
-  PlanEntries(args, on_stream);
-}
-
-void SwaTranslate_Launch(py::handle slot_indices, py::handle full_to_swa_index_mapping,
-                         py::handle out_slot_indices, py::handle stream) {
-  ImportScope scope;
-  SwaTranslateArgs args;
-  args.slot_indices = scope.Import(slot_indices, "slot_indices");
-  args.full_to_swa_index_mapping =
-      scope.Import(full_to_swa_index_mapping, "full_to_swa_index_mapping");
-  args.out_slot_indices = scope.Import(out_slot_indices, "out_slot_indices");
-  const StreamHandle on_stream = StreamOf(stream);  // reads Python objects: before the release
-  py::gil_scoped_release release;
-  SwaTranslate(args, on_stream);
-}
-
-void Verify_Launch(py::handle context, py::handle plan, py::handle check_verify_expected_token,
-                   py::handle paired_context, py::handle stream) {
-  ImportScope scope;
-  VerifyArgs args;
-  args.context =
-      VerifyOrWriteContext_ToStruct(context, scope, /*with_chain_assert=*/false, "context");
-  args.plan = VerifyPlan_ToView(plan, scope, "plan.");
-  args.check_verify_expected_token =
-      BoolArg(check_verify_expected_token, "check_verify_expected_token");
-  args.paired_context = PairedContext_ToStruct(paired_context, scope, false);
-  const StreamHandle on_stream = StreamOf(stream);  // reads Python objects: before the release
-  py::gil_scoped_release release;
-  Verify(args, on_stream);
-}
-
-void FusedVerify_Launch(py::handle context, py::handle req_pool_indices, py::handle prefix_lens,
-                        py::handle req_to_token, py::handle swa_window_size,
-                        py::handle full_to_swa_index_mapping,
-                        py::handle req_to_verify_expected_tokens,
-                        py::handle req_to_verify_expected_tokens_valid_lens,
-                        py::handle kv_token_id_vs_position_offset,
-                        py::handle verify_offsets_scratch, py::handle verify_num_valid,
-                        py::handle verify_enable, py::handle verify_capacity,
-                        py::handle check_verify_expected_token, py::handle paired_context,
-                        py::handle req_to_token_stride0, py::handle stream) {
-  ImportScope scope;
-  FusedVerifyArgs args;
-  args.context =
-      VerifyOrWriteContext_ToStruct(context, scope, /*with_chain_assert=*/false, "context");
-  args.paired_context = PairedContext_ToStruct(paired_context, scope, false);
-  args.check_verify_expected_token =
-      BoolArg(check_verify_expected_token, "check_verify_expected_token");
-  args.inputs.req_pool_indices = scope.Import(req_pool_indices, "req_pool_indices");
-  args.inputs.prefix_lens = scope.Import(prefix_lens, "prefix_lens");
-  args.inputs.req_to_token = scope.Import(req_to_token, "req_to_token");
-  args.inputs.req_to_token_stride0 = OptionalInt64Arg(req_to_token_stride0, "req_to_token_stride0");
-  args.inputs.swa_window_size = Int64Arg(swa_window_size, "swa_window_size");
-  args.inputs.full_to_swa_index_mapping =
-      scope.Import(full_to_swa_index_mapping, "full_to_swa_index_mapping");
-  args.inputs.req_to_verify_expected_tokens =
-      scope.Import(req_to_verify_expected_tokens, "req_to_verify_expected_tokens");
-  args.inputs.req_to_verify_expected_tokens_valid_lens = scope.Import(
-      req_to_verify_expected_tokens_valid_lens, "req_to_verify_expected_tokens_valid_lens");
-  args.inputs.kv_token_id_vs_position_offset =
-      Int64Arg(kv_token_id_vs_position_offset, "kv_token_id_vs_position_offset");
-  args.verify_offsets_scratch = scope.Import(verify_offsets_scratch, "verify_offsets_scratch");
-  args.verify_num_valid = scope.Import(verify_num_valid, "verify_num_valid");
-  args.verify_enable = scope.Import(verify_enable, "verify_enable");
-  args.verify_capacity = Int64Arg(verify_capacity, "verify_capacity");
-  const StreamHandle on_stream = StreamOf(stream);  // reads Python objects: before the release
-  py::gil_scoped_release release;
-  FusedVerify(args, on_stream);
-}
-
-void Write_Launch(py::handle context, py::handle plan, py::handle input_ids, py::handle positions,
-                  py::handle out_cache_loc, py::handle enable_write_input_assert,
-                  py::handle expected_input_tokens, py::handle expected_input_positions,
-                  py::handle paired_context, py::handle stream) {
-  ImportScope scope;
-  WriteArgs args;
-  args.context =
-      VerifyOrWriteContext_ToStruct(context, scope, /*with_chain_assert=*/true, "context");
-  args.plan = WritePlan_ToView(plan, scope, "plan.");
-  args.input_ids = scope.Import(input_ids, "input_ids");
-  args.positions = scope.Import(positions, "positions");
-  args.out_cache_loc = scope.Import(out_cache_loc, "out_cache_loc");
-  args.enable_write_input_assert = BoolArg(enable_write_input_assert, "enable_write_input_assert");
-  args.expected_input_tokens = scope.Import(expected_input_tokens, "expected_input_tokens");
-  args.expected_input_positions =
-      scope.Import(expected_input_positions, "expected_input_positions");
-  args.paired_context = PairedContext_ToStruct(paired_context, scope, true);
-  const StreamHandle on_stream = StreamOf(stream);  // reads Python objects: before the release
-  py::gil_scoped_release release;
-  Write(args, on_stream);
-}
-
-void Scatter_Launch(py::handle flat_in, py::handle offsets, py::handle req_pool_indices,
-                    py::handle pool_out, py::handle stream) {
-  ImportScope scope;
-  ScatterArgs args;
-  args.flat_in = scope.Import(flat_in, "flat_in");
-  args.offsets = scope.Import(offsets, "offsets");
-  args.req_pool_indices = scope.Import(req_pool_indices, "req_pool_indices");
-  args.pool_out = scope.Import(pool_out, "pool_out");
-  const StreamHandle on_stream = StreamOf(stream);  // reads Python objects: before the release
-  py::gil_scoped_release release;
-  Scatter(args, on_stream);
 }
 
 void RealKvSource_Validate(py::handle tensor, py::handle page_size, py::handle num_bytes_per_token,

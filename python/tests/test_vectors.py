@@ -56,6 +56,14 @@ class ChainWorld:
         self.verify(verify)
         self.write(write, [66], [5], [6])
 
+    def corrupted_rows(self, slot, field, value):
+        """The rows a verify of all six records finds after the decode step, with `field` of
+        slot `slot`'s record set to `value`."""
+        self.prefill_and_decode()
+        self.state.set_field(slot, field, value)
+        self.verify(self.plan(6, 0)[0])
+        return self.state.rows()
+
 
 def test_prefill_writes_the_published_chain(xp):
     world = ChainWorld(xp)
@@ -90,20 +98,12 @@ def test_decode_step_plans_verifies_and_writes(xp):
 
 
 def test_token_corruption_breaks_the_successors_chain(xp):
-    world = ChainWorld(xp)
-    world.prefill_and_decode()
-    world.state.set_field(3, kvcanary.CANARY_FIELD_TOKEN, 34)
-    world.verify(world.plan(6, 0)[0])
-    assert world.state.rows() == [
+    assert ChainWorld(xp).corrupted_rows(3, kvcanary.CANARY_FIELD_TOKEN, 34) == [
         [TAIL, 4, 3, 44, -1, S(0xF53E51CD772BB95C), S(0x8B2A107792878536), 1]]
 
 
 def test_position_corruption_flags_the_slot_and_its_successor(xp):
-    world = ChainWorld(xp)
-    world.prefill_and_decode()
-    world.state.set_field(2, kvcanary.CANARY_FIELD_POSITION, 9)
-    world.verify(world.plan(6, 0)[0])
-    assert world.state.rows() == [
+    assert ChainWorld(xp).corrupted_rows(2, kvcanary.CANARY_FIELD_POSITION, 9) == [
         [TAIL, 2, 9, 22, -1, S(0x89CD2ABFBEBC0649), S(0x89CD2ABFBEBC0649), 2],
         [TAIL, 3, 2, 33, -1, S(0x5782FFC5B5D6409B), S(0xC8D30AAA5EC35A95), 1]]
 
@@ -303,26 +303,30 @@ def _swa_lut(xp):
     return xp.array(lut)
 
 
-def test_plan_l1_swa_window(xp):
+def _swa_plan(xp, prefix):
+    """Plans one request of `prefix` tokens with a 128-token window over the SWA table and LUT;
+    returns the entries' slots, predecessors and positions and the write seeds."""
     verify, write = make_plans(xp, 256, 1)
-    _plan(xp, verify, write, [1], [200], [1], _swa_table(xp), capacity=256, swa_window_size=128,
-          full_to_swa_index_mapping=_swa_lut(xp))
+    _plan(xp, verify, write, [1], [prefix], [1], _swa_table(xp), capacity=256,
+          swa_window_size=128, full_to_swa_index_mapping=_swa_lut(xp))
     slots, prevs, positions, _ = _entries(xp, verify)
+    return slots, prevs, positions, xp.tolist(write.write_seed_slot_indices)
+
+
+def test_plan_l1_swa_window(xp):
+    slots, prevs, positions, seeds = _swa_plan(xp, 200)
     assert len(slots) == 128
     assert (slots[0], prevs[0], positions[0]) == (128, 127, 72)
     assert (slots[-1], positions[-1]) == (255, 199)
-    assert xp.tolist(write.write_seed_slot_indices) == [255]
+    assert seeds == [255]
 
 
 def test_plan_l2_evicted_slots_map_to_zero(xp):
-    verify, write = make_plans(xp, 256, 1)
-    _plan(xp, verify, write, [1], [100], [1], _swa_table(xp), capacity=256, swa_window_size=128,
-          full_to_swa_index_mapping=_swa_lut(xp))
-    slots, prevs, positions, _ = _entries(xp, verify)
+    slots, prevs, positions, seeds = _swa_plan(xp, 100)
     assert len(slots) == 100
     assert slots[:44] == [0] * 44
     assert (slots[44], prevs[44], positions[44]) == (100, 0, 44)
-    assert xp.tolist(write.write_seed_slot_indices) == [155]
+    assert seeds == [155]
 
 
 def test_plan_l3_lut_index_clamps(xp):

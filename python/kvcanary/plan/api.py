@@ -13,18 +13,13 @@ __all__ = ["launch_canary_plan_kernels"]
 
 
 launch_canary_plan_kernels = define_launcher(
-    _C.plan,
-    name="launch_canary_plan_kernels",
-    module=__name__,
-    stream_from="verify_plan_out.verify_slot_indices",
-    parameters="""
-    verify_plan_out: VerifyPlan, write_plan_out: WritePlan, req_pool_indices: Any,
-    prefix_lens: Any, extend_seq_lens: Any, req_to_token: Any, swa_window_size: int = 0,
-    full_to_swa_index_mapping: Optional[Any] = None, verify_capacity: int,
-    req_to_verify_expected_tokens: Optional[Any] = None,
-    req_to_verify_expected_tokens_valid_lens: Optional[Any] = None,
-    kv_token_id_vs_position_offset: int = 0, verify_offsets_scratch: Optional[Any] = None,
-    req_to_token_stride0: Optional[int] = None""",
+    _C.plan, "launch_canary_plan_kernels", __name__,
+    stream_from="verify_plan_out.verify_slot_indices", parameters="""
+    verify_plan_out:VerifyPlan write_plan_out:WritePlan req_pool_indices prefix_lens
+    extend_seq_lens req_to_token swa_window_size=0 full_to_swa_index_mapping=None
+    verify_capacity:int req_to_verify_expected_tokens=None
+    req_to_verify_expected_tokens_valid_lens=None kv_token_id_vs_position_offset=0
+    verify_offsets_scratch=None req_to_token_stride0:int=None""",
     doc="""\
     Fills ``verify_plan_out`` and ``write_plan_out`` from a forward's batch (spec §7.2).
 

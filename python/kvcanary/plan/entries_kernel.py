@@ -11,18 +11,13 @@ __all__ = ["launch_plan_entries_kernel"]
 
 
 launch_plan_entries_kernel = define_launcher(
-    _C.plan_entries,
-    name="launch_plan_entries_kernel",
-    module=__name__,
-    stream_from="verify_offsets_scratch",
-    parameters="""
-    req_pool_indices: Any, prefix_lens: Any, req_to_token: Any,
-    full_to_swa_index_mapping: Optional[Any] = None, verify_offsets_scratch: Any,
-    verify_enable: Any, req_to_verify_expected_tokens: Optional[Any] = None,
-    req_to_verify_expected_tokens_valid_lens: Optional[Any] = None, out_verify_slot_indices: Any,
-    out_verify_expected_tokens: Any, out_verify_expected_positions: Any,
-    out_verify_prev_slot_indices: Any, kv_token_id_vs_position_offset: int = 0,
-    swa_window_size: int = 0""",
+    _C.plan_entries, "launch_plan_entries_kernel", __name__,
+    stream_from="verify_offsets_scratch", parameters="""
+    req_pool_indices prefix_lens req_to_token full_to_swa_index_mapping=None
+    verify_offsets_scratch verify_enable req_to_verify_expected_tokens=None
+    req_to_verify_expected_tokens_valid_lens=None out_verify_slot_indices
+    out_verify_expected_tokens out_verify_expected_positions out_verify_prev_slot_indices
+    kv_token_id_vs_position_offset=0 swa_window_size=0""",
     doc="""\
     Writes the verify entries from the offsets of ``launch_plan_offsets_kernel`` (§7.4)::
 

@@ -14,17 +14,12 @@ _PLAN_BS_BLOCK_SIZE: Final[int] = _C.PLAN_BS_BLOCK_SIZE
 
 
 launch_plan_offsets_kernel = define_launcher(
-    _C.plan_offsets,
-    name="launch_plan_offsets_kernel",
-    module=__name__,
-    stream_from="out_verify_offsets_scratch",
-    parameters="""
-    req_pool_indices: Any, prefix_lens: Any, extend_seq_lens: Any, req_to_token: Any,
-    full_to_swa_index_mapping: Optional[Any] = None, out_verify_offsets_scratch: Any,
-    out_write_offsets: Any, out_write_seed_slot_indices: Any, out_verify_num_valid: Any,
-    out_verify_enable: Any, out_write_num_valid_reqs: Any, swa_window_size: int = 0,
-    verify_capacity: int, req_to_token_stride0: Optional[int] = None,
-    lut_len: Optional[int] = None""",
+    _C.plan_offsets, "launch_plan_offsets_kernel", __name__,
+    stream_from="out_verify_offsets_scratch", parameters="""
+    req_pool_indices prefix_lens extend_seq_lens req_to_token full_to_swa_index_mapping=None
+    out_verify_offsets_scratch out_write_offsets out_write_seed_slot_indices out_verify_num_valid
+    out_verify_enable out_write_num_valid_reqs swa_window_size=0 verify_capacity:int
+    req_to_token_stride0:int=None lut_len:int=None""",
     doc="""\
     Per-row verify offsets, verify count and enable flag, write offsets and seeds (§7.4).
 

@@ -11,12 +11,9 @@ __all__ = ["launch_swa_translate_kernel"]
 
 
 launch_swa_translate_kernel = define_launcher(
-    _C.swa_translate,
-    name="launch_swa_translate_kernel",
-    module=__name__,
-    stream_from="out_slot_indices",
-    parameters="""
-    slot_indices: Any, full_to_swa_index_mapping: Any, out_slot_indices: Any""",
+    _C.swa_translate, "launch_swa_translate_kernel", __name__,
+    stream_from="out_slot_indices", parameters="""
+    slot_indices full_to_swa_index_mapping out_slot_indices""",
     doc="""\
     Translates full-pool slots into an SWA group's slots (what a caller does to
     ``out_cache_loc`` before an SWA write)::
