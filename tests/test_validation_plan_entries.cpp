@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "kvcanary/kvcanary.h"
+#include "reject_rows.h"
 #include "testutil.h"
 #include "validation_table.h"
 #include "validation_util.h"
@@ -72,218 +73,107 @@ void AllOnDevice(Device device, PlanEntriesArgs& args) {
 }
 
 using Row = RejectRow<EntriesCase>;
+using Args = PlanEntriesArgs;
 
-const Row kRows[] = {
-    {"EntriesPresenceVerifyEnableMissing",
-     [](EntriesCase&, PlanEntriesArgs& a) { a.verify_enable = TensorView(); },
-     "kv-canary: verify_enable is required, got None"},
-    {"E1PoolWithoutValidLens",
-     [](EntriesCase&, PlanEntriesArgs& a) {
-       a.inputs.req_to_verify_expected_tokens_valid_lens = TensorView();
-     },
-     "kv-canary: launch_plan_entries_kernel requires req_to_verify_expected_tokens_valid_lens "
-     "when req_to_verify_expected_tokens is set"},
-    // The unnumbered checks, in order: each tensor's contiguity, dtype, rank and length.
-    {"EReqPoolIndicesNotContiguous",
-     [](EntriesCase& c, PlanEntriesArgs& a) {
-       a.inputs.req_pool_indices = EveryOther(c.Keep(HostTensor<int64_t>::Of({1, 0, 2, 0})));
-     },
-     "kv-canary: req_pool_indices must be contiguous"},
-    {"EReqPoolIndicesWrongDtype",
-     [](EntriesCase& c, PlanEntriesArgs& a) {
-       a.inputs.req_pool_indices = c.Keep(HostTensor<int32_t>::Of({1, 2})).view();
-     },
-     "kv-canary: req_pool_indices must have dtype torch.int64, got torch.int32"},
-    {"EReqPoolIndicesNot1D",
-     [](EntriesCase& c, PlanEntriesArgs& a) {
-       a.inputs.req_pool_indices = c.req_pool_indices.view({1, 2});
-     },
-     "kv-canary: req_pool_indices must be 1-D, got shape (1, 2)"},
-    {"EPrefixLensNotContiguous",
-     [](EntriesCase& c, PlanEntriesArgs& a) {
-       a.inputs.prefix_lens = EveryOther(c.Keep(HostTensor<int64_t>::Of({3, 0, 2, 0})));
-     },
-     "kv-canary: prefix_lens must be contiguous"},
-    {"EPrefixLensLength",
-     [](EntriesCase& c, PlanEntriesArgs& a) { a.inputs.prefix_lens = c.prefix_lens.view({1}); },
-     "kv-canary: prefix_lens length must be 2, got 1"},
-    {"EScratchNotContiguous",
-     [](EntriesCase& c, PlanEntriesArgs& a) {
-       a.verify_offsets_scratch = EveryOther(c.Keep(HostTensor<int64_t>::Of({0, 0, 3, 0, 5, 0})));
-     },
-     "kv-canary: verify_offsets_scratch must be contiguous"},
-    {"EScratchWrongDtype",
-     [](EntriesCase& c, PlanEntriesArgs& a) {
-       a.verify_offsets_scratch = c.Keep(HostTensor<int32_t>::Of({0, 3, 5})).view();
-     },
-     "kv-canary: verify_offsets_scratch must have dtype torch.int64, got torch.int32"},
-    {"EScratchNot1D",
-     [](EntriesCase& c, PlanEntriesArgs& a) {
-       a.verify_offsets_scratch = c.scratch.view({3, 1});
-     },
-     "kv-canary: verify_offsets_scratch must be 1-D, got shape (3, 1)"},
-    {"E2ScratchTooShort",
-     [](EntriesCase& c, PlanEntriesArgs& a) { a.verify_offsets_scratch = c.scratch.view({2}); },
-     "kv-canary: verify_offsets_scratch length must be >= bs_padded + 1"},
-    // A one-element tensor is always contiguous (torch's rule), so this is a strided pair.
-    {"EVerifyEnableNotContiguous",
-     [](EntriesCase& c, PlanEntriesArgs& a) {
-       a.verify_enable = EveryOther(c.Keep(HostTensor<int32_t>::Of({1, 0, 1, 0})));
-     },
-     "kv-canary: verify_enable must be contiguous"},
-    {"EVerifyEnableWrongDtype",
-     [](EntriesCase& c, PlanEntriesArgs& a) {
-       a.verify_enable = c.Keep(HostTensor<int64_t>::Of({1})).view();
-     },
-     "kv-canary: verify_enable must have dtype torch.int32, got torch.int64"},
-    {"EVerifyEnableLength",
-     [](EntriesCase& c, PlanEntriesArgs& a) {
-       a.verify_enable = c.Keep(HostTensor<int32_t>::Of({1, 1})).view();
-     },
-     "kv-canary: verify_enable length must be 1, got 2"},
-    {"ESlotIndicesNotContiguous",
-     [](EntriesCase& c, PlanEntriesArgs& a) {
-       a.out_verify_slot_indices =
-           EveryOther(c.KeepOutput(Poisoned<int64_t>({2 * kVerifyCapacity})));
-     },
-     "kv-canary: out_verify_slot_indices must be contiguous"},
-    {"EExpectedTokensWrongDtype",
-     [](EntriesCase& c, PlanEntriesArgs& a) {
-       a.out_verify_expected_tokens = c.KeepOutput(Poisoned<int32_t>({kVerifyCapacity})).view();
-     },
-     "kv-canary: out_verify_expected_tokens must have dtype torch.int64, got torch.int32"},
-    {"EExpectedPositionsNot1D",
-     [](EntriesCase& c, PlanEntriesArgs& a) {
-       a.out_verify_expected_positions = c.positions.view({kVerifyCapacity, 1});
-     },
-     "kv-canary: out_verify_expected_positions must be 1-D, got shape (16, 1)"},
-    {"EPrevSlotIndicesNotContiguous",
-     [](EntriesCase& c, PlanEntriesArgs& a) {
-       a.out_verify_prev_slot_indices =
-           EveryOther(c.KeepOutput(Poisoned<int64_t>({2 * kVerifyCapacity})));
-     },
-     "kv-canary: out_verify_prev_slot_indices must be contiguous"},
-    // The common length is len(out_verify_slot_indices).
-    {"EPrevSlotIndicesLength",
-     [](EntriesCase& c, PlanEntriesArgs& a) {
-       a.out_verify_prev_slot_indices = c.prevs.view({kVerifyCapacity - 1});
-     },
-     "kv-canary: out_verify_prev_slot_indices length must be 16, got 15"},
-    {"EReqToTokenTransposedD10",
-     [](EntriesCase& c, PlanEntriesArgs& a) {
-       a.inputs.req_to_token = c.req_to_token.view({4, 8}, {1, 4});
-     },
-     D10Message("(1, 4)")},
-    {"EReqToTokenExpandedD10",
-     [](EntriesCase& c, PlanEntriesArgs& a) {
-       a.inputs.req_to_token = c.req_to_token.view({4, 8}, {0, 1});
-     },
-     D10Message("(0, 1)")},
-    {"EReqToTokenRequiredContiguous",
-     [](EntriesCase& c, PlanEntriesArgs& a) {
-       a.inputs.req_to_token = KeptSlicedTable(c);
-       a.inputs.require_contiguous_req_to_token = true;
-     },
-     "kv-canary: req_to_token must be contiguous"},
-    {"EReqToTokenWrongDtype",
-     [](EntriesCase& c, PlanEntriesArgs& a) {
-       a.inputs.req_to_token = c.Keep(HostTensor<int64_t>({4, 8})).view();
-     },
-     "kv-canary: req_to_token must have dtype torch.int32, got torch.int64"},
-    {"EReqToTokenNot2D",
-     [](EntriesCase& c, PlanEntriesArgs& a) { a.inputs.req_to_token = c.req_to_token.view({32}); },
-     "kv-canary: req_to_token must be 2-D, got shape (32,)"},
-    {"ELutNotContiguous",
-     [](EntriesCase& c, PlanEntriesArgs& a) {
-       a.inputs.full_to_swa_index_mapping = EveryOther(c.Keep(HostTensor<int64_t>({2 * kLutLen})));
-     },
-     "kv-canary: lut_tensor must be contiguous"},
-    {"ELutWrongDtype",
-     [](EntriesCase& c, PlanEntriesArgs& a) {
-       a.inputs.full_to_swa_index_mapping = c.Keep(HostTensor<int32_t>({kLutLen})).view();
-     },
-     "kv-canary: lut_tensor must have dtype torch.int64, got torch.int32"},
-    {"ELutNot1D",
-     [](EntriesCase& c, PlanEntriesArgs& a) {
-       a.inputs.full_to_swa_index_mapping = c.lut.view({8, 8});
-     },
-     "kv-canary: lut_tensor must be 1-D, got shape (8, 8)"},
-    {"EEmptyLut",
-     [](EntriesCase& c, PlanEntriesArgs& a) {
-       a.inputs.full_to_swa_index_mapping = c.lut.view({0});
-     },
-     "kv-canary: lut_tensor length must be >= 1, got 0"},
-    {"EPoolNotContiguous",
-     [](EntriesCase& c, PlanEntriesArgs& a) {
-       a.inputs.req_to_verify_expected_tokens =
-           c.Keep(HostTensor<int32_t>({4, 16})).view({4, 8}, {16, 1});
-     },
-     "kv-canary: req_to_verify_expected_tokens must be contiguous"},
-    {"EPoolWrongDtype",
-     [](EntriesCase& c, PlanEntriesArgs& a) {
-       a.inputs.req_to_verify_expected_tokens = c.Keep(HostTensor<int64_t>({4, 8})).view();
-     },
-     "kv-canary: req_to_verify_expected_tokens must have dtype torch.int32, got torch.int64"},
-    {"EPoolNot2D",
-     [](EntriesCase& c, PlanEntriesArgs& a) {
-       a.inputs.req_to_verify_expected_tokens = c.pool.view({32});
-     },
-     "kv-canary: req_to_verify_expected_tokens must be 2-D, got shape (32,)"},
-    {"EValidLensNotContiguous",
-     [](EntriesCase& c, PlanEntriesArgs& a) {
-       a.inputs.req_to_verify_expected_tokens_valid_lens =
-           EveryOther(c.Keep(HostTensor<int64_t>::Of({8, 0, 8, 0})));
-     },
-     "kv-canary: req_to_verify_expected_tokens_valid_lens must be contiguous"},
-    {"EValidLensWrongDtype",
-     [](EntriesCase& c, PlanEntriesArgs& a) {
-       a.inputs.req_to_verify_expected_tokens_valid_lens =
-           c.Keep(HostTensor<int32_t>::Of({8, 8})).view();
-     },
-     "kv-canary: req_to_verify_expected_tokens_valid_lens must have dtype torch.int64, got "
-     "torch.int32"},
-    {"EValidLensLength",
-     [](EntriesCase& c, PlanEntriesArgs& a) {
-       a.inputs.req_to_verify_expected_tokens_valid_lens = c.valid_lens.view({1});
-     },
-     "kv-canary: req_to_verify_expected_tokens_valid_lens length must be 2, got 1"},
-    // One device, the reference being verify_offsets_scratch.
-    {"EReqPoolIndicesOnOtherDevice",
-     [](EntriesCase&, PlanEntriesArgs& a) {
-       a.inputs.req_pool_indices = OnCuda(a.inputs.req_pool_indices);
-     },
-     "kv-canary: req_pool_indices must be on verify_offsets_scratch's device cpu, got cuda:0"},
-    {"EPrevSlotIndicesOnOtherDevice",
-     [](EntriesCase&, PlanEntriesArgs& a) {
-       a.out_verify_prev_slot_indices = OnCuda(a.out_verify_prev_slot_indices);
-     },
-     "kv-canary: out_verify_prev_slot_indices must be on verify_offsets_scratch's device cpu, got "
-     "cuda:0"},
-    {"G8EntriesSlotIndicesReadOnly",
-     [](EntriesCase& c, PlanEntriesArgs& a) {
-       a.out_verify_slot_indices = c.slots.read_only_view();
-     },
-     "kv-canary: out_verify_slot_indices must be writable"},
-    {"G8EntriesPrevSlotIndicesReadOnly",
-     [](EntriesCase& c, PlanEntriesArgs& a) {
-       a.out_verify_prev_slot_indices = c.prevs.read_only_view();
-     },
-     "kv-canary: out_verify_prev_slot_indices must be writable"},
-    // G9: every tensor on one device that no backend of this build supports.
-    {"G9EntriesAllOnUnsupportedDevice",
-     [](EntriesCase&, PlanEntriesArgs& a) { AllOnDevice(UnsupportedDevice(), a); },
-     "kv-canary: verify_offsets_scratch is on unsupported device dlpack_device_8:0"},
+const PlanInputRefs<Args> kIn;
+const ArgRef<Args> kScratch =
+    OwnArg(&Args::verify_offsets_scratch, "verify_offsets_scratch", "Scratch");
+const ArgRef<Args> kEnable = OwnArg(&Args::verify_enable, "verify_enable", "VerifyEnable");
+const ArgRef<Args> kSlots =
+    OwnArg(&Args::out_verify_slot_indices, "out_verify_slot_indices", "SlotIndices");
+const ArgRef<Args> kTokens =
+    OwnArg(&Args::out_verify_expected_tokens, "out_verify_expected_tokens", "ExpectedTokens");
+const ArgRef<Args> kPositions = OwnArg(&Args::out_verify_expected_positions,
+                                       "out_verify_expected_positions", "ExpectedPositions");
+const ArgRef<Args> kPrevs =
+    OwnArg(&Args::out_verify_prev_slot_indices, "out_verify_prev_slot_indices", "PrevSlotIndices");
+
+// Presence, then each tensor's contiguity, dtype, rank and length (the common length is
+// len(out_verify_slot_indices)).
+std::vector<Row> LayoutRows() {
+  constexpr DType i32 = DType::kInt32, i64 = DType::kInt64;
+  return {
+      MissingRow<EntriesCase>("EntriesPresenceVerifyEnableMissing", kEnable),
+      {"E1PoolWithoutValidLens",
+       [](EntriesCase&, Args& a) { a.inputs.req_to_verify_expected_tokens_valid_lens = {}; },
+       "kv-canary: launch_plan_entries_kernel requires req_to_verify_expected_tokens_valid_lens "
+       "when req_to_verify_expected_tokens is set"},
+      NotContiguousRow<EntriesCase>("E", kIn.req_pool_indices),
+      WrongDtypeRow<EntriesCase>("E", kIn.req_pool_indices, i64, i32),
+      RankRow<EntriesCase>("E", kIn.req_pool_indices, 1, {1, 2}),
+      NotContiguousRow<EntriesCase>("E", kIn.prefix_lens),
+      LengthRow<EntriesCase>("E", kIn.prefix_lens, 2, 1),
+      NotContiguousRow<EntriesCase>("E", kScratch),
+      WrongDtypeRow<EntriesCase>("E", kScratch, i64, i32),
+      RankRow<EntriesCase>("E", kScratch, 1, {3, 1}),
+      ReplaceRow<EntriesCase>("E2ScratchTooShort", kScratch, Resized<EntriesCase>(2),
+                              "kv-canary: verify_offsets_scratch length must be >= bs_padded + 1"),
+      NotContiguousRow<EntriesCase>("E", kEnable),
+      WrongDtypeRow<EntriesCase>("E", kEnable, i32, i64),
+      LengthRow<EntriesCase>("E", kEnable, 1, 2),
+      NotContiguousRow<EntriesCase>("E", kSlots),
+      WrongDtypeRow<EntriesCase>("E", kTokens, i64, i32),
+      RankRow<EntriesCase>("E", kPositions, 1, {kVerifyCapacity, 1}),
+      NotContiguousRow<EntriesCase>("E", kPrevs),
+      LengthRow<EntriesCase>("E", kPrevs, kVerifyCapacity, kVerifyCapacity - 1),
+  };
+}
+
+// The tables: req_to_token's row stride (D10), the LUT, the token pool and its lengths.
+std::vector<Row> TableRows() {
+  constexpr DType i32 = DType::kInt32, i64 = DType::kInt64;
+  return {
+      ReplaceRow<EntriesCase>("EReqToTokenTransposedD10", kIn.req_to_token,
+                              Restrided<EntriesCase>({4, 8}, {1, 4}), D10Message("(1, 4)")),
+      ReplaceRow<EntriesCase>("EReqToTokenExpandedD10", kIn.req_to_token,
+                              Restrided<EntriesCase>({4, 8}, {0, 1}), D10Message("(0, 1)")),
+      {"EReqToTokenRequiredContiguous",
+       [](EntriesCase& c, Args& a) {
+         a.inputs.req_to_token = KeptSlicedTable(c);
+         a.inputs.require_contiguous_req_to_token = true;
+       },
+       "kv-canary: req_to_token must be contiguous"},
+      WrongDtypeRow<EntriesCase>("E", kIn.req_to_token, i32, i64),
+      RankRow<EntriesCase>("E", kIn.req_to_token, 2, {32}),
+      NotContiguousRow<EntriesCase>("E", kIn.lut),
+      WrongDtypeRow<EntriesCase>("E", kIn.lut, i64, i32),
+      RankRow<EntriesCase>("E", kIn.lut, 1, {8, 8}),
+      ReplaceRow<EntriesCase>("EEmptyLut", kIn.lut, Resized<EntriesCase>(0),
+                              "kv-canary: lut_tensor length must be >= 1, got 0"),
+      NotContiguousRow<EntriesCase>("E", kIn.pool),
+      WrongDtypeRow<EntriesCase>("E", kIn.pool, i32, i64),
+      RankRow<EntriesCase>("E", kIn.pool, 2, {32}),
+      NotContiguousRow<EntriesCase>("E", kIn.valid_lens),
+      WrongDtypeRow<EntriesCase>("E", kIn.valid_lens, i64, i32),
+      LengthRow<EntriesCase>("E", kIn.valid_lens, 2, 1),
+  };
+}
+
+// One device (the reference being verify_offsets_scratch), writability, backend support, and the
+// data-dependent contract check: the CPU backend raises before writing (CUDA traps).
+std::vector<Row> PlacementRows() {
+  std::vector<Row> rows = {
+      OtherDeviceRow<EntriesCase>("E", kIn.req_pool_indices, "verify_offsets_scratch"),
+      OtherDeviceRow<EntriesCase>("E", kPrevs, "verify_offsets_scratch"),
+      ReadOnlyRow<EntriesCase>("G8Entries", kSlots),
+      ReadOnlyRow<EntriesCase>("G8Entries", kPrevs),
+      {"G9EntriesAllOnUnsupportedDevice",
+       [](EntriesCase&, Args& a) { AllOnDevice(UnsupportedDevice(), a); },
+       "kv-canary: verify_offsets_scratch is on unsupported device dlpack_device_8:0"},
+      {"EContractTotalAboveCapacity",
+       [](EntriesCase& c, Args&) { c.scratch[2] = kVerifyCapacity + 1; },
+       "kv-canary: plan_entries: total_verify=17 exceeds verify_capacity=16 with verify_enable=1 "
+       "(offsets/entries contract broken)"},
+  };
 #if !defined(KVC_HAVE_CUDA)
-    {"G9EntriesAllOnCudaWithoutBackend",
-     [](EntriesCase&, PlanEntriesArgs& a) { AllOnDevice(Device::CUDA(0), a); },
-     "kv-canary: verify_offsets_scratch is on unsupported device cuda:0"},
+  rows.push_back({"G9EntriesAllOnCudaWithoutBackend",
+                  [](EntriesCase&, Args& a) { AllOnDevice(Device::CUDA(0), a); },
+                  "kv-canary: verify_offsets_scratch is on unsupported device cuda:0"});
 #endif
-    // The data-dependent contract check: the CPU backend raises before writing (CUDA traps).
-    {"EContractTotalAboveCapacity",
-     [](EntriesCase& c, PlanEntriesArgs&) { c.scratch[2] = kVerifyCapacity + 1; },
-     "kv-canary: plan_entries: total_verify=17 exceeds verify_capacity=16 with verify_enable=1 "
-     "(offsets/entries contract broken)"},
-};
+  return rows;
+}
+
+const std::vector<Row> kRows = Concat(LayoutRows(), TableRows(), PlacementRows());
 
 KVC_REJECTION_TABLE(PlanEntriesRejects, EntriesCase, kRows);
 

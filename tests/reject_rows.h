@@ -1,0 +1,232 @@
+// Row factories for the validation tables (validation_table.h): the ways one tensor argument can
+// break the checks every op shares (absent, strided, another dtype, another rank or length, on
+// another device, read-only), each with the exact message those checks raise. A row built here
+// starts from the valid view of its argument, so one factory serves every op and every argument.
+//
+// The replacement tensors live in the case (KeptTensors) and count as outputs: a rejected call
+// must leave them unchanged too.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "kvcanary/kvcanary.h"
+#include "testutil.h"
+#include "validation_table.h"
+#include "validation_util.h"
+
+namespace kvcanary::testing {
+
+// One tensor argument of an op: where it sits in the argument struct, the name the messages give
+// it, and the title the row names give it.
+template <typename Args>
+struct ArgRef {
+  std::function<TensorView&(Args&)> field;
+  std::string name;
+  std::string title;
+};
+
+// An argument that is a member of the op's argument struct.
+template <typename Args>
+ArgRef<Args> OwnArg(TensorView Args::*member, std::string name, std::string title) {
+  return {[member](Args& a) -> TensorView& { return a.*member; }, std::move(name),
+          std::move(title)};
+}
+
+// An argument of the op's PlanInputs (`inputs`).
+template <typename Args>
+ArgRef<Args> InputArg(TensorView PlanInputs::*member, std::string name, std::string title) {
+  return {[member](Args& a) -> TensorView& { return a.inputs.*member; }, std::move(name),
+          std::move(title)};
+}
+
+// The dtype as the messages print it (written out here, not taken from the library).
+inline std::string TorchName(DType dtype) {
+  switch (dtype) {
+    case DType::kUInt8:
+      return "torch.uint8";
+    case DType::kInt32:
+      return "torch.int32";
+    case DType::kInt64:
+      return "torch.int64";
+    default:
+      return "torch.?";
+  }
+}
+
+// A shape as the messages print it: "(4, 1)", "(32,)".
+inline std::string ShapeText(const std::vector<int64_t>& shape) {
+  std::string text = "(";
+  for (size_t d = 0; d < shape.size(); ++d) text += (d ? ", " : "") + std::to_string(shape[d]);
+  return text + (shape.size() == 1 ? ",)" : ")");
+}
+
+inline std::vector<int64_t> ShapeOf(const TensorView& view) {
+  std::vector<int64_t> shape;
+  for (int d = 0; d < view.ndim(); ++d) shape.push_back(view.size(d));
+  return shape;
+}
+
+// A fresh poisoned buffer that `c` keeps (and checks unchanged), seen as `dtype` with `shape` and
+// `strides`; `elements` is how many elements of `dtype` it holds.
+inline TensorView KeptBuffer(KeptTensors& c, DType dtype, int64_t elements,
+                             const std::vector<int64_t>& shape,
+                             const std::vector<int64_t>& strides = {}) {
+  const int64_t words = std::max<int64_t>(1, (elements * ItemSize(dtype) + 7) / 8);
+  HostTensor<int64_t>& buffer = c.KeepOutput(Poisoned<int64_t>({words}));
+  return TensorView(buffer.data(), dtype, Device::CPU(), shape, strides);
+}
+
+// The valid view's memory seen with `shape` (the elements fit), else a kept buffer of that shape.
+inline TensorView Reshaped(KeptTensors& c, const TensorView& good, std::vector<int64_t> shape) {
+  int64_t elements = 1;
+  for (int64_t d : shape) elements *= d;
+  if (elements <= good.numel()) return TensorView(good.data(), good.dtype(), good.device(), shape);
+  return KeptBuffer(c, good.dtype(), elements, shape);
+}
+
+template <typename Case>
+using ArgOf = ArgRef<typename Case::OpArgs>;
+
+// A row that replaces `arg` by what `bad` makes of its valid view.
+template <typename Case>
+RejectRow<Case> ReplaceRow(std::string name, ArgOf<Case> arg,
+                           std::function<TensorView(Case&, const TensorView&)> bad,
+                           std::string message) {
+  return {std::move(name),
+          [arg = std::move(arg), bad = std::move(bad)](Case& c, typename Case::OpArgs& a) {
+            TensorView& field = arg.field(a);
+            field = bad(c, field);
+          },
+          std::move(message)};
+}
+
+// Makers of a replacement view for ReplaceRow: the valid view's memory with another layout, or
+// its first `length` elements (a kept buffer when it holds fewer).
+template <typename Case>
+auto Restrided(std::vector<int64_t> shape, std::vector<int64_t> strides) {
+  return [shape, strides](Case&, const TensorView& good) {
+    return TensorView(good.data(), good.dtype(), good.device(), shape, strides);
+  };
+}
+template <typename Case>
+auto Resized(int64_t length) {
+  return [length](Case& c, const TensorView& good) { return Reshaped(c, good, {length}); };
+}
+
+template <typename Case>
+RejectRow<Case> MissingRow(std::string name, ArgOf<Case> arg) {
+  const std::string message = "kv-canary: " + arg.name + " is required, got None";
+  return ReplaceRow<Case>(
+      std::move(name), std::move(arg), [](Case&, const TensorView&) { return TensorView(); },
+      message);
+}
+
+inline std::vector<int64_t> StridesOf(const TensorView& view) {
+  std::vector<int64_t> strides;
+  for (int d = 0; d < view.ndim(); ++d) strides.push_back(view.stride(d));
+  return strides;
+}
+
+// The valid shape read with its outer stride doubled from a kept buffer. A one-element tensor is
+// always contiguous (torch's rule), so a length-1 argument becomes a strided pair.
+template <typename Case>
+RejectRow<Case> NotContiguousRow(const std::string& tag, ArgOf<Case> arg) {
+  const std::string message = "kv-canary: " + arg.name + " must be contiguous";
+  auto strided = [](Case& c, const TensorView& good) {
+    std::vector<int64_t> shape = ShapeOf(good);
+    std::vector<int64_t> strides = StridesOf(good);
+    shape[0] = std::max<int64_t>(shape[0], 2);
+    strides[0] *= 2;
+    return KeptBuffer(c, good.dtype(), 2 * shape[0] * strides[0], shape, strides);
+  };
+  std::string name = tag + arg.title + "NotContiguous";
+  return ReplaceRow<Case>(std::move(name), std::move(arg), strided, message);
+}
+
+// Its valid shape in a buffer of `dtype`; the expected dtype is the valid view's.
+template <typename Case>
+RejectRow<Case> WrongDtypeRow(const std::string& tag, ArgOf<Case> arg, DType expected,
+                              DType dtype) {
+  const std::string message = "kv-canary: " + arg.name + " must have dtype " + TorchName(expected) +
+                              ", got " + TorchName(dtype);
+  auto retyped = [dtype](Case& c, const TensorView& good) {
+    return KeptBuffer(c, dtype, good.numel(), ShapeOf(good));
+  };
+  std::string name = tag + arg.title + "WrongDtype";
+  return ReplaceRow<Case>(std::move(name), std::move(arg), retyped, message);
+}
+
+// Its memory seen with `shape`, of another rank than the `rank` the op wants.
+template <typename Case>
+RejectRow<Case> RankRow(const std::string& tag, ArgOf<Case> arg, int rank,
+                        std::vector<int64_t> shape) {
+  const std::string message = "kv-canary: " + arg.name + " must be " + std::to_string(rank) +
+                              "-D, got shape " + ShapeText(shape);
+  auto reshaped = [shape](Case& c, const TensorView& good) { return Reshaped(c, good, shape); };
+  std::string name = tag + arg.title + "Not" + std::to_string(rank) + "D";
+  return ReplaceRow<Case>(std::move(name), std::move(arg), reshaped, message);
+}
+
+// Its first `length` elements (or a kept buffer that long) where the op wants `expected`.
+template <typename Case>
+RejectRow<Case> LengthRow(const std::string& tag, ArgOf<Case> arg, int64_t expected,
+                          int64_t length) {
+  const std::string message = "kv-canary: " + arg.name + " length must be " +
+                              std::to_string(expected) + ", got " + std::to_string(length);
+  std::string name = tag + arg.title + "Length";
+  return ReplaceRow<Case>(std::move(name), std::move(arg), Resized<Case>(length), message);
+}
+
+// Its memory claimed to live on cuda:0, where the op's `reference` argument is on the CPU.
+template <typename Case>
+RejectRow<Case> OtherDeviceRow(const std::string& tag, ArgOf<Case> arg,
+                               const std::string& reference) {
+  const std::string message =
+      "kv-canary: " + arg.name + " must be on " + reference + "'s device cpu, got cuda:0";
+  auto moved = [](Case&, const TensorView& good) { return OnCuda(good); };
+  std::string name = tag + arg.title + "OnOtherDevice";
+  return ReplaceRow<Case>(std::move(name), std::move(arg), moved, message);
+}
+
+// Its memory, read-only.
+template <typename Case>
+RejectRow<Case> ReadOnlyRow(const std::string& tag, ArgOf<Case> arg) {
+  const std::string message = "kv-canary: " + arg.name + " must be writable";
+  auto read_only = [](Case&, const TensorView& good) {
+    return TensorView(good.data(), good.dtype(), good.device(), ShapeOf(good), StridesOf(good),
+                      false);
+  };
+  std::string name = tag + arg.title + "ReadOnly";
+  return ReplaceRow<Case>(std::move(name), std::move(arg), read_only, message);
+}
+
+// The rows of several tables, in order.
+template <typename Row, typename... More>
+std::vector<Row> Concat(std::vector<Row> rows, const More&... more) {
+  (rows.insert(rows.end(), more.begin(), more.end()), ...);
+  return rows;
+}
+
+// The PlanInputs tensors every plan stage checks, as the messages and row names give them.
+template <typename Args>
+struct PlanInputRefs {
+  ArgRef<Args> req_pool_indices =
+      InputArg<Args>(&PlanInputs::req_pool_indices, "req_pool_indices", "ReqPoolIndices");
+  ArgRef<Args> prefix_lens = InputArg<Args>(&PlanInputs::prefix_lens, "prefix_lens", "PrefixLens");
+  ArgRef<Args> extend_seq_lens =
+      InputArg<Args>(&PlanInputs::extend_seq_lens, "extend_seq_lens", "ExtendSeqLens");
+  ArgRef<Args> req_to_token =
+      InputArg<Args>(&PlanInputs::req_to_token, "req_to_token", "ReqToToken");
+  ArgRef<Args> lut = InputArg<Args>(&PlanInputs::full_to_swa_index_mapping, "lut_tensor", "Lut");
+  ArgRef<Args> pool = InputArg<Args>(&PlanInputs::req_to_verify_expected_tokens,
+                                     "req_to_verify_expected_tokens", "Pool");
+  ArgRef<Args> valid_lens = InputArg<Args>(&PlanInputs::req_to_verify_expected_tokens_valid_lens,
+                                           "req_to_verify_expected_tokens_valid_lens", "ValidLens");
+};
+
+}  // namespace kvcanary::testing
