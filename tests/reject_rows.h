@@ -44,18 +44,11 @@ ArgRef<Args> InputArg(TensorView PlanInputs::*member, std::string name, std::str
           std::move(title)};
 }
 
-// The dtype as the messages print it (written out here, not taken from the library).
+// The dtype as the messages print it (written out here, not taken from the library): the
+// dtypes the tables use.
 inline std::string TorchName(DType dtype) {
-  switch (dtype) {
-    case DType::kUInt8:
-      return "torch.uint8";
-    case DType::kInt32:
-      return "torch.int32";
-    case DType::kInt64:
-      return "torch.int64";
-    default:
-      return "torch.?";
-  }
+  if (dtype == DType::kUInt8) return "torch.uint8";
+  return dtype == DType::kInt32 ? "torch.int32" : "torch.int64";
 }
 
 // A shape as the messages print it: "(4, 1)", "(32,)".
@@ -203,6 +196,31 @@ RejectRow<Case> ReadOnlyRow(const std::string& tag, ArgOf<Case> arg) {
   };
   std::string name = tag + arg.title + "ReadOnly";
   return ReplaceRow<Case>(std::move(name), std::move(arg), read_only, message);
+}
+
+// A row that sets one scalar argument (a member of the op's arguments or of its PlanInputs).
+template <typename Case, typename T, typename V>
+RejectRow<Case> SetRow(std::string name, T Case::OpArgs::*member, V value, std::string message) {
+  return {std::move(name), [member, value](Case&, typename Case::OpArgs& a) { a.*member = value; },
+          std::move(message)};
+}
+template <typename Case, typename T, typename V>
+RejectRow<Case> SetInputRow(std::string name, T PlanInputs::*member, V value, std::string message) {
+  return {std::move(name),
+          [member, value](Case&, typename Case::OpArgs& a) { a.inputs.*member = value; },
+          std::move(message)};
+}
+
+// req_to_token as a [4, 8] slice (row stride 16) of a wider table, where the caller asked for
+// SGLang's contiguity check on it.
+template <typename Case>
+RejectRow<Case> RequiredContiguousTableRow(std::string name) {
+  return {std::move(name),
+          [](Case& c, typename Case::OpArgs& a) {
+            a.inputs.req_to_token = c.Keep(WideTable().buffer).view({4, 8}, {16, 1});
+            a.inputs.require_contiguous_req_to_token = true;
+          },
+          "kv-canary: req_to_token must be contiguous"};
 }
 
 // The rows of several tables, in order.
