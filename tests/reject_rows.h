@@ -37,6 +37,9 @@ ArgRef<Args> OwnArg(TensorView Args::*member, std::string name, std::string titl
           std::move(title)};
 }
 
+// OwnArg for the member `member` of the file's `Args`, named in messages as it is spelled.
+#define KVC_ARG(member, title) ::kvcanary::testing::OwnArg(&Args::member, #member, title)
+
 // An argument of the op's PlanInputs (`inputs`).
 template <typename Args>
 ArgRef<Args> InputArg(TensorView PlanInputs::*member, std::string name, std::string title) {
@@ -221,6 +224,26 @@ RejectRow<Case> RequiredContiguousTableRow(std::string name) {
             a.inputs.require_contiguous_req_to_token = true;
           },
           "kv-canary: req_to_token must be contiguous"};
+}
+
+// G9: every tensor of the call (`all_on` moves them) on a device no backend of this build
+// supports: DLPack's Metal in every build, and cuda:0 in a build without the CUDA backend (whose
+// host memory is never touched). The op reports it on its `reference` argument.
+template <typename Case>
+std::vector<RejectRow<Case>> UnsupportedDeviceRows(const std::string& op,
+                                                   const std::string& reference,
+                                                   void (*all_on)(Device, typename Case::OpArgs&)) {
+  using Args = typename Case::OpArgs;
+  const std::string message = "kv-canary: " + reference + " is on unsupported device ";
+  std::vector<RejectRow<Case>> rows = {
+      {"G9" + op + "AllOnUnsupportedDevice",
+       [all_on](Case&, Args& a) { all_on(UnsupportedDevice(), a); },
+       message + "dlpack_device_8:0"}};
+#if !defined(KVC_HAVE_CUDA)
+  rows.push_back({"G9" + op + "AllOnCudaWithoutBackend",
+                  [all_on](Case&, Args& a) { all_on(Device::CUDA(0), a); }, message + "cuda:0"});
+#endif
+  return rows;
 }
 
 // The rows of several tables, in order.

@@ -70,18 +70,13 @@ void AllOnDevice(Device device, PlanEntriesArgs& args) {
 using Row = RejectRow<EntriesCase>;
 using Args = PlanEntriesArgs;
 
+const auto kScratch = KVC_ARG(verify_offsets_scratch, "Scratch");
+const auto kEnable = KVC_ARG(verify_enable, "VerifyEnable");
 const PlanInputRefs<Args> kIn;
-const ArgRef<Args> kScratch =
-    OwnArg(&Args::verify_offsets_scratch, "verify_offsets_scratch", "Scratch");
-const ArgRef<Args> kEnable = OwnArg(&Args::verify_enable, "verify_enable", "VerifyEnable");
-const ArgRef<Args> kSlots =
-    OwnArg(&Args::out_verify_slot_indices, "out_verify_slot_indices", "SlotIndices");
-const ArgRef<Args> kTokens =
-    OwnArg(&Args::out_verify_expected_tokens, "out_verify_expected_tokens", "ExpectedTokens");
-const ArgRef<Args> kPositions = OwnArg(&Args::out_verify_expected_positions,
-                                       "out_verify_expected_positions", "ExpectedPositions");
-const ArgRef<Args> kPrevs =
-    OwnArg(&Args::out_verify_prev_slot_indices, "out_verify_prev_slot_indices", "PrevSlotIndices");
+const auto kSlots = KVC_ARG(out_verify_slot_indices, "SlotIndices");
+const auto kTokens = KVC_ARG(out_verify_expected_tokens, "ExpectedTokens");
+const auto kPositions = KVC_ARG(out_verify_expected_positions, "ExpectedPositions");
+const auto kPrevs = KVC_ARG(out_verify_prev_slot_indices, "PrevSlotIndices");
 
 // Presence, then each tensor's contiguity, dtype, rank and length (the common length is
 // len(out_verify_slot_indices)).
@@ -139,31 +134,25 @@ std::vector<Row> TableRows() {
   };
 }
 
-// One device (the reference being verify_offsets_scratch), writability, backend support, and the
-// data-dependent contract check: the CPU backend raises before writing (CUDA traps).
+// One device (the reference being verify_offsets_scratch), writability, and the data-dependent
+// contract check: the CPU backend raises before writing (CUDA traps). (Backend support: the
+// UnsupportedDeviceRows.)
 std::vector<Row> PlacementRows() {
-  std::vector<Row> rows = {
-      OtherDeviceRow<EntriesCase>("E", kIn.req_pool_indices, "verify_offsets_scratch"),
-      OtherDeviceRow<EntriesCase>("E", kPrevs, "verify_offsets_scratch"),
-      ReadOnlyRow<EntriesCase>("G8Entries", kSlots),
-      ReadOnlyRow<EntriesCase>("G8Entries", kPrevs),
-      {"G9EntriesAllOnUnsupportedDevice",
-       [](EntriesCase&, Args& a) { AllOnDevice(UnsupportedDevice(), a); },
-       "kv-canary: verify_offsets_scratch is on unsupported device dlpack_device_8:0"},
+  return {
       {"EContractTotalAboveCapacity",
        [](EntriesCase& c, Args&) { c.scratch[2] = kVerifyCapacity + 1; },
        "kv-canary: plan_entries: total_verify=17 exceeds verify_capacity=16 with verify_enable=1 "
        "(offsets/entries contract broken)"},
+      OtherDeviceRow<EntriesCase>("E", kIn.req_pool_indices, "verify_offsets_scratch"),
+      OtherDeviceRow<EntriesCase>("E", kPrevs, "verify_offsets_scratch"),
+      ReadOnlyRow<EntriesCase>("G8Entries", kSlots),
+      ReadOnlyRow<EntriesCase>("G8Entries", kPrevs),
   };
-#if !defined(KVC_HAVE_CUDA)
-  rows.push_back({"G9EntriesAllOnCudaWithoutBackend",
-                  [](EntriesCase&, Args& a) { AllOnDevice(Device::CUDA(0), a); },
-                  "kv-canary: verify_offsets_scratch is on unsupported device cuda:0"});
-#endif
-  return rows;
 }
 
-const std::vector<Row> kRows = Concat(LayoutRows(), TableRows(), PlacementRows());
+const std::vector<Row> kRows =
+    Concat(LayoutRows(), TableRows(), PlacementRows(),
+           UnsupportedDeviceRows<EntriesCase>("Entries", "verify_offsets_scratch", AllOnDevice));
 
 KVC_REJECTION_TABLE(PlanEntriesRejects, EntriesCase, kRows);
 
