@@ -40,11 +40,16 @@ ArgRef<Args> OwnArg(TensorView Args::*member, std::string name, std::string titl
 // OwnArg for the member `member` of the file's `Args`, named in messages as it is spelled.
 #define KVC_ARG(member, title) ::kvcanary::testing::OwnArg(&Args::member, #member, title)
 
-// An argument of the op's PlanInputs (`inputs`).
+// An argument inside a part of the op's arguments (its PlanInputs, a plan view).
+template <typename Args, typename Part>
+ArgRef<Args> PartArg(Part Args::*part, TensorView Part::*member, std::string name,
+                     std::string title) {
+  return {[part, member](Args& a) -> TensorView& { return a.*part.*member; }, std::move(name),
+          std::move(title)};
+}
 template <typename Args>
 ArgRef<Args> InputArg(TensorView PlanInputs::*member, std::string name, std::string title) {
-  return {[member](Args& a) -> TensorView& { return a.inputs.*member; }, std::move(name),
-          std::move(title)};
+  return PartArg(&Args::inputs, member, std::move(name), std::move(title));
 }
 
 // The dtype as the messages print it (written out here, not taken from the library): the
@@ -244,6 +249,17 @@ std::vector<RejectRow<Case>> UnsupportedDeviceRows(const std::string& op,
                   [all_on](Case&, Args& a) { all_on(Device::CUDA(0), a); }, message + "cuda:0"});
 #endif
   return rows;
+}
+
+// A token pool given without its valid lengths (the plan-entries stage names itself).
+template <typename Case>
+RejectRow<Case> PoolWithoutValidLensRow(std::string name) {
+  return {std::move(name),
+          [](Case&, typename Case::OpArgs& a) {
+            a.inputs.req_to_verify_expected_tokens_valid_lens = TensorView();
+          },
+          "kv-canary: launch_plan_entries_kernel requires req_to_verify_expected_tokens_valid_lens "
+          "when req_to_verify_expected_tokens is set"};
 }
 
 // The rows of several tables, in order.

@@ -84,10 +84,7 @@ std::vector<Row> LayoutRows() {
   constexpr DType i32 = DType::kInt32, i64 = DType::kInt64;
   return {
       MissingRow<EntriesCase>("EntriesPresenceVerifyEnableMissing", kEnable),
-      {"E1PoolWithoutValidLens",
-       [](EntriesCase&, Args& a) { a.inputs.req_to_verify_expected_tokens_valid_lens = {}; },
-       "kv-canary: launch_plan_entries_kernel requires req_to_verify_expected_tokens_valid_lens "
-       "when req_to_verify_expected_tokens is set"},
+      PoolWithoutValidLensRow<EntriesCase>("E1PoolWithoutValidLens"),
       NotContiguousRow<EntriesCase>("E", kIn.req_pool_indices),
       WrongDtypeRow<EntriesCase>("E", kIn.req_pool_indices, i64, i32),
       RankRow<EntriesCase>("E", kIn.req_pool_indices, 1, {1, 2}),
