@@ -206,6 +206,23 @@ RejectRow<Case> ReadOnlyRow(const std::string& tag, ArgOf<Case> arg) {
   return ReplaceRow<Case>(std::move(name), std::move(arg), read_only, message);
 }
 
+// The PlanInputs tensors every plan stage checks, as the messages and row names give them.
+template <typename Args>
+struct PlanInputRefs {
+  ArgRef<Args> req_pool_indices =
+      InputArg<Args>(&PlanInputs::req_pool_indices, "req_pool_indices", "ReqPoolIndices");
+  ArgRef<Args> prefix_lens = InputArg<Args>(&PlanInputs::prefix_lens, "prefix_lens", "PrefixLens");
+  ArgRef<Args> extend_seq_lens =
+      InputArg<Args>(&PlanInputs::extend_seq_lens, "extend_seq_lens", "ExtendSeqLens");
+  ArgRef<Args> req_to_token =
+      InputArg<Args>(&PlanInputs::req_to_token, "req_to_token", "ReqToToken");
+  ArgRef<Args> lut = InputArg<Args>(&PlanInputs::full_to_swa_index_mapping, "lut_tensor", "Lut");
+  ArgRef<Args> pool = InputArg<Args>(&PlanInputs::req_to_verify_expected_tokens,
+                                     "req_to_verify_expected_tokens", "Pool");
+  ArgRef<Args> valid_lens = InputArg<Args>(&PlanInputs::req_to_verify_expected_tokens_valid_lens,
+                                           "req_to_verify_expected_tokens_valid_lens", "ValidLens");
+};
+
 // A row that sets one scalar argument (a member of the op's arguments or of its PlanInputs).
 template <typename Case, typename T, typename V>
 RejectRow<Case> SetRow(std::string name, T Case::OpArgs::*member, V value, std::string message) {
@@ -262,28 +279,24 @@ RejectRow<Case> PoolWithoutValidLensRow(std::string name) {
           "when req_to_verify_expected_tokens is set"};
 }
 
+// The expected-token pool ([4, 8] int32) and its valid lengths ([2] int64): contiguity, dtype,
+// rank and length, the lengths given `valid_lens_length` elements.
+template <typename Case>
+std::vector<RejectRow<Case>> PoolRows(const std::string& tag, int64_t valid_lens_length) {
+  const PlanInputRefs<typename Case::OpArgs> in;
+  return {NotContiguousRow<Case>(tag, in.pool),
+          WrongDtypeRow<Case>(tag, in.pool, DType::kInt32, DType::kInt64),
+          RankRow<Case>(tag, in.pool, 2, {32}),
+          NotContiguousRow<Case>(tag, in.valid_lens),
+          WrongDtypeRow<Case>(tag, in.valid_lens, DType::kInt64, DType::kInt32),
+          LengthRow<Case>(tag, in.valid_lens, 2, valid_lens_length)};
+}
+
 // The rows of several tables, in order.
 template <typename Row, typename... More>
 std::vector<Row> Concat(std::vector<Row> rows, const More&... more) {
   (rows.insert(rows.end(), more.begin(), more.end()), ...);
   return rows;
 }
-
-// The PlanInputs tensors every plan stage checks, as the messages and row names give them.
-template <typename Args>
-struct PlanInputRefs {
-  ArgRef<Args> req_pool_indices =
-      InputArg<Args>(&PlanInputs::req_pool_indices, "req_pool_indices", "ReqPoolIndices");
-  ArgRef<Args> prefix_lens = InputArg<Args>(&PlanInputs::prefix_lens, "prefix_lens", "PrefixLens");
-  ArgRef<Args> extend_seq_lens =
-      InputArg<Args>(&PlanInputs::extend_seq_lens, "extend_seq_lens", "ExtendSeqLens");
-  ArgRef<Args> req_to_token =
-      InputArg<Args>(&PlanInputs::req_to_token, "req_to_token", "ReqToToken");
-  ArgRef<Args> lut = InputArg<Args>(&PlanInputs::full_to_swa_index_mapping, "lut_tensor", "Lut");
-  ArgRef<Args> pool = InputArg<Args>(&PlanInputs::req_to_verify_expected_tokens,
-                                     "req_to_verify_expected_tokens", "Pool");
-  ArgRef<Args> valid_lens = InputArg<Args>(&PlanInputs::req_to_verify_expected_tokens_valid_lens,
-                                           "req_to_verify_expected_tokens_valid_lens", "ValidLens");
-};
 
 }  // namespace kvcanary::testing

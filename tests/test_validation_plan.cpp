@@ -208,8 +208,8 @@ std::vector<Row> OffsetsStageRows() {
   };
 }
 
-// P7: the four verify arrays, checked one after the other; P8: the expected-token pool and its
-// valid lengths; P9: the optional workspace.
+// P7: the four verify arrays, checked one after the other; P9: the optional workspace. (P8, the
+// expected-token pool and its valid lengths: PoolRows.)
 std::vector<Row> EntriesStageRows() {
   return {
       NotContiguousRow<PlanCase>("P7", kSlots),
@@ -217,12 +217,6 @@ std::vector<Row> EntriesStageRows() {
       RankRow<PlanCase>("P7", kPositions, 1, {kVerifyCapacity, 1}),
       NotContiguousRow<PlanCase>("P7", kPrevs),
       LengthRow<PlanCase>("P7", kPrevs, kVerifyCapacity, kVerifyCapacity - 1),
-      NotContiguousRow<PlanCase>("P8", kIn.pool),
-      WrongDtypeRow<PlanCase>("P8", kIn.pool, i32, i64),
-      RankRow<PlanCase>("P8", kIn.pool, 2, {32}),
-      NotContiguousRow<PlanCase>("P8", kIn.valid_lens),
-      WrongDtypeRow<PlanCase>("P8", kIn.valid_lens, i64, i32),
-      LengthRow<PlanCase>("P8", kIn.valid_lens, 2, 3),
       NotContiguousRow<PlanCase>("P9", kScratch),
       WrongDtypeRow<PlanCase>("P9", kScratch, i64, i32),
       RankRow<PlanCase>("P9", kScratch, 1, {3, 1}),
@@ -268,8 +262,9 @@ std::vector<Row> TableStrideRows() {
 }
 
 const std::vector<Row> kRows = Concat(
-    CallRows(), OffsetsStageRows(), EntriesStageRows(), PlacementRows(),
-    UnsupportedDeviceRows<PlanCase>("", "out_verify_slot_indices", AllOnDevice), TableStrideRows());
+    CallRows(), OffsetsStageRows(), EntriesStageRows(), PoolRows<PlanCase>("P8", 3),
+    PlacementRows(), UnsupportedDeviceRows<PlanCase>("", "out_verify_slot_indices", AllOnDevice),
+    TableStrideRows());
 
 KVC_REJECTION_TABLE(PlanRejects, PlanCase, kRows);
 
@@ -329,20 +324,24 @@ struct AllocationRow {
 
 void PrintTo(const AllocationRow& row, std::ostream* os) { *os << row.name; }
 
-const AllocationRow kAllocationRows[] = {
-    {"V11VerifyCapacityZero", VerifyPlanAllocationBytes, 0,
-     "kv-canary: VerifyPlan verify_capacity must be positive, got 0"},
-    {"V11VerifyCapacityNegative", VerifyPlanAllocationBytes, -3,
-     "kv-canary: VerifyPlan verify_capacity must be positive, got -3"},
-    {"V12VerifyCapacityAboveInt32", VerifyPlanAllocationBytes, kMaxCount + 1,
-     "kv-canary: VerifyPlan verify_capacity must be <= 2147483647, got 2147483648"},
-    {"W13WriteCapacityZero", WritePlanAllocationBytes, 0,
-     "kv-canary: WritePlan write_req_capacity must be positive, got 0"},
-    {"W13WriteCapacityNegative", WritePlanAllocationBytes, -1,
-     "kv-canary: WritePlan write_req_capacity must be positive, got -1"},
-    {"W14WriteCapacityAboveInt32", WritePlanAllocationBytes, kMaxCount + 1,
-     "kv-canary: WritePlan write_req_capacity must be <= 2147483647, got 2147483648"},
-};
+// A plan allocation's capacity: zero and `negative` (rows `range_tag`), above the int32 device
+// counts (row `bound_tag`). `what` is how the messages name the capacity.
+std::vector<AllocationRow> CapacityRows(const std::string& range_tag, const std::string& bound_tag,
+                                        const std::string& title, int64_t (*bytes)(int64_t),
+                                        const std::string& what, int64_t negative) {
+  const std::string prefix = "kv-canary: " + what + " must be ";
+  return {{range_tag + title + "CapacityZero", bytes, 0, prefix + "positive, got 0"},
+          {range_tag + title + "CapacityNegative", bytes, negative,
+           prefix + "positive, got " + std::to_string(negative)},
+          {bound_tag + title + "CapacityAboveInt32", bytes, kMaxCount + 1,
+           prefix + "<= 2147483647, got 2147483648"}};
+}
+
+const std::vector<AllocationRow> kAllocationRows =
+    Concat(CapacityRows("V11", "V12", "Verify", VerifyPlanAllocationBytes,
+                        "VerifyPlan verify_capacity", -3),
+           CapacityRows("W13", "W14", "Write", WritePlanAllocationBytes,
+                        "WritePlan write_req_capacity", -1));
 
 class PlanAllocationRejects : public ::testing::TestWithParam<AllocationRow> {};
 

@@ -106,7 +106,7 @@ std::vector<Row> LayoutRows() {
   };
 }
 
-// The tables: req_to_token's row stride (D10), the LUT, the token pool and its lengths.
+// The tables: req_to_token's row stride (D10) and the LUT (the token pool: PoolRows).
 std::vector<Row> TableRows() {
   constexpr DType i32 = DType::kInt32, i64 = DType::kInt64;
   return {
@@ -122,12 +122,6 @@ std::vector<Row> TableRows() {
       RankRow<EntriesCase>("E", kIn.lut, 1, {8, 8}),
       ReplaceRow<EntriesCase>("EEmptyLut", kIn.lut, Resized<EntriesCase>(0),
                               "kv-canary: lut_tensor length must be >= 1, got 0"),
-      NotContiguousRow<EntriesCase>("E", kIn.pool),
-      WrongDtypeRow<EntriesCase>("E", kIn.pool, i32, i64),
-      RankRow<EntriesCase>("E", kIn.pool, 2, {32}),
-      NotContiguousRow<EntriesCase>("E", kIn.valid_lens),
-      WrongDtypeRow<EntriesCase>("E", kIn.valid_lens, i64, i32),
-      LengthRow<EntriesCase>("E", kIn.valid_lens, 2, 1),
   };
 }
 
@@ -148,7 +142,7 @@ std::vector<Row> PlacementRows() {
 }
 
 const std::vector<Row> kRows =
-    Concat(LayoutRows(), TableRows(), PlacementRows(),
+    Concat(LayoutRows(), TableRows(), PoolRows<EntriesCase>("E", 1), PlacementRows(),
            UnsupportedDeviceRows<EntriesCase>("Entries", "verify_offsets_scratch", AllOnDevice));
 
 KVC_REJECTION_TABLE(PlanEntriesRejects, EntriesCase, kRows);
