@@ -184,7 +184,7 @@ class PlanCall {
     HostTensor<int64_t> scratch({std::max(kPlanOffsetsScratchMinLength, in_.bs() + 1)}, kSentinel);
     // Both stages get one PlanInputs, as an engine passes them (stage 1 reads no pool, stage 2
     // no extend_seq_lens).
-    PlanOffsets(OffsetsCallOver(out, scratch.view(), Inputs()));
+    PlanOffsets(OffsetsCallOver(out, scratch.view(), Inputs(), out.slots.shape()[0]));
 
     PlanEntriesArgs entries;
     entries.inputs = Inputs();

@@ -216,6 +216,14 @@ class FusedVerifyValidation : public ::testing::Test {
     EXPECT_TRUE(outputs.Unchanged());
   }
 
+  // With `field` replaced by `bad` the call is rejected with `message`; `field` is then restored.
+  void ExpectRejectedWith(TensorView& field, const TensorView& bad, const std::string& message) {
+    const TensorView good = field;
+    field = bad;
+    ExpectRejected(message);
+    field = good;
+  }
+
   CanaryState state_;
   HostTensor<int64_t> rp_, prefix_;
   HostTensor<int32_t> table_;
@@ -234,11 +242,10 @@ TEST_F(FusedVerifyValidation, AValidCallRuns) {
 }
 
 TEST_F(FusedVerifyValidation, RequiredTensors) {
-  args_.verify_offsets_scratch = TensorView();
-  ExpectRejected("kv-canary: verify_offsets_scratch is required, got None");
-  args_.verify_offsets_scratch = scratch_.view();
-  args_.inputs.req_to_token = TensorView();
-  ExpectRejected("kv-canary: req_to_token is required, got None");
+  ExpectRejectedWith(args_.verify_offsets_scratch, TensorView(),
+                     "kv-canary: verify_offsets_scratch is required, got None");
+  ExpectRejectedWith(args_.inputs.req_to_token, TensorView(),
+                     "kv-canary: req_to_token is required, got None");
 }
 
 TEST_F(FusedVerifyValidation, ContextChecksOfVerify) {
@@ -268,21 +275,17 @@ TEST_F(FusedVerifyValidation, CapacityRange) {
 }
 
 TEST_F(FusedVerifyValidation, BatchVectors) {
-  HostTensor<int64_t> short_prefix({1}, 2);
-  args_.inputs.prefix_lens = short_prefix.view();
-  ExpectRejected("kv-canary: prefix_lens length must be 2, got 1");
-  args_.inputs.prefix_lens = prefix_.view();
-  args_.inputs.req_pool_indices = Recast(rp_, DType::kInt32);
-  ExpectRejected("kv-canary: req_pool_indices must have dtype torch.int64, got torch.int32");
+  ExpectRejectedWith(args_.inputs.prefix_lens, prefix_.view({1}),
+                     "kv-canary: prefix_lens length must be 2, got 1");
+  ExpectRejectedWith(args_.inputs.req_pool_indices, Recast(rp_, DType::kInt32),
+                     "kv-canary: req_pool_indices must have dtype torch.int64, got torch.int32");
 }
 
 TEST_F(FusedVerifyValidation, StageOneOutputs) {
-  HostTensor<int64_t> short_scratch({2}, 0);
-  args_.verify_offsets_scratch = short_scratch.view();
-  ExpectRejected("kv-canary: verify_offsets_scratch length must be >= 3, got 2");
-  args_.verify_offsets_scratch = scratch_.view();
-  args_.verify_enable = Recast(lens_, DType::kInt64);
-  ExpectRejected("kv-canary: verify_enable must have dtype torch.int32, got torch.int64");
+  ExpectRejectedWith(args_.verify_offsets_scratch, scratch_.view({2}),
+                     "kv-canary: verify_offsets_scratch length must be >= 3, got 2");
+  ExpectRejectedWith(args_.verify_enable, Recast(lens_, DType::kInt64),
+                     "kv-canary: verify_enable must have dtype torch.int32, got torch.int64");
 }
 
 TEST_F(FusedVerifyValidation, TableLayoutAndPitch) {
@@ -296,47 +299,41 @@ TEST_F(FusedVerifyValidation, OneDevice) {
 }
 
 TEST_F(FusedVerifyValidation, CountsAndContiguity) {
-  HostTensor<int32_t> two({2}, 1);
-  args_.verify_num_valid = two.view();
-  ExpectRejected("kv-canary: verify_num_valid length must be 1, got 2");
-  args_.verify_num_valid = num_valid_.view();
-  HostTensor<int64_t> wide({6}, 2);
-  args_.inputs.prefix_lens = Gapped(wide);
-  ExpectRejected("kv-canary: prefix_lens must be contiguous");
+  const HostTensor<int32_t> two({2}, 1);
+  ExpectRejectedWith(args_.verify_num_valid, two.view(),
+                     "kv-canary: verify_num_valid length must be 1, got 2");
+  const HostTensor<int64_t> wide({6}, 2);
+  ExpectRejectedWith(args_.inputs.prefix_lens, Gapped(wide),
+                     "kv-canary: prefix_lens must be contiguous");
 }
 
 TEST_F(FusedVerifyValidation, TableDTypeAndRank) {
-  HostTensor<int64_t> table64({2, 4}, 3);
-  args_.inputs.req_to_token = table64.view();
-  ExpectRejected("kv-canary: req_to_token must have dtype torch.int32, got torch.int64");
-  HostTensor<int32_t> flat({8}, 3);
-  args_.inputs.req_to_token = flat.view();
-  ExpectRejected("kv-canary: req_to_token must be 2-D, got shape (8,)");
+  const HostTensor<int64_t> table64({2, 4}, 3);
+  ExpectRejectedWith(args_.inputs.req_to_token, table64.view(),
+                     "kv-canary: req_to_token must have dtype torch.int32, got torch.int64");
+  ExpectRejectedWith(args_.inputs.req_to_token, table_.view({8}),
+                     "kv-canary: req_to_token must be 2-D, got shape (8,)");
 }
 
 TEST_F(FusedVerifyValidation, SwaTableChecks) {
   args_.inputs.swa_window_size = 2;
-  HostTensor<int32_t> lut32({8}, 1);
-  args_.inputs.full_to_swa_index_mapping = lut32.view();
-  ExpectRejected(
-      "kv-canary: full_to_swa_index_mapping must have dtype torch.int64, got torch.int32");
-  HostTensor<int64_t> empty({0});
-  args_.inputs.full_to_swa_index_mapping = empty.view();
-  ExpectRejected("kv-canary: full_to_swa_index_mapping length must be >= 1, got 0");
   args_.inputs.full_to_swa_index_mapping = lut_.view();
+  ExpectRejectedWith(
+      args_.inputs.full_to_swa_index_mapping, Recast(lut_, DType::kInt32),
+      "kv-canary: full_to_swa_index_mapping must have dtype torch.int64, got torch.int32");
+  ExpectRejectedWith(args_.inputs.full_to_swa_index_mapping, lut_.view({0}),
+                     "kv-canary: full_to_swa_index_mapping length must be >= 1, got 0");
   FusedVerify(args_);  // valid again
 }
 
 TEST_F(FusedVerifyValidation, TokenPoolChecks) {
   check_token();
-  HostTensor<int64_t> pool64({2, 4}, 1);
-  args_.inputs.req_to_verify_expected_tokens = pool64.view();
-  ExpectRejected(
+  const HostTensor<int64_t> pool64({2, 4}, 1);
+  ExpectRejectedWith(
+      args_.inputs.req_to_verify_expected_tokens, pool64.view(),
       "kv-canary: req_to_verify_expected_tokens must have dtype torch.int32, got torch.int64");
-  args_.inputs.req_to_verify_expected_tokens = pool_.view();
-  HostTensor<int64_t> short_lens({1}, 2);
-  args_.inputs.req_to_verify_expected_tokens_valid_lens = short_lens.view();
-  ExpectRejected("kv-canary: req_to_verify_expected_tokens_valid_lens length must be 2, got 1");
+  ExpectRejectedWith(args_.inputs.req_to_verify_expected_tokens_valid_lens, lens_.view({1}),
+                     "kv-canary: req_to_verify_expected_tokens_valid_lens length must be 2, got 1");
 }
 
 TEST_F(FusedVerifyValidation, PairMustBeAnotherBuffer) {

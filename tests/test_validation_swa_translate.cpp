@@ -7,9 +7,11 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <iterator>
 #include <vector>
 
 #include "kvcanary/kvcanary.h"
+#include "reject_rows.h"
 #include "testutil.h"
 #include "validation_table.h"
 #include "validation_util.h"
@@ -37,7 +39,8 @@ void AllOnDevice(Device device, SwaTranslateArgs& args) {
 
 using Row = RejectRow<SwaCase>;
 
-const Row kRows[] = {
+// The output may not overlap an input (in place, the same view, is allowed).
+const Row kOverlapRows[] = {
     {"OverlapOutShiftedOverSlotIndices",
      [](SwaCase& c, SwaTranslateArgs& a) {
        HostTensor<int64_t>& wide = c.KeepOutput(HostTensor<int64_t>({5}));
@@ -50,64 +53,35 @@ const Row kRows[] = {
      [](SwaCase& c, SwaTranslateArgs& a) { a.out_slot_indices = c.lut.view({4}); },
      "kv-canary: out_slot_indices overlaps full_to_swa_index_mapping in memory; an output needs "
      "memory of its own"},
-    {"PresenceLutMissing",
-     [](SwaCase&, SwaTranslateArgs& a) { a.full_to_swa_index_mapping = TensorView(); },
-     "kv-canary: full_to_swa_index_mapping is required, got None"},
-    {"G1SlotIndicesNotContiguous",
-     [](SwaCase& c, SwaTranslateArgs& a) {
-       a.slot_indices = EveryOther(c.Keep(HostTensor<int64_t>({8})));
-     },
-     "kv-canary: slot_indices must be contiguous"},
-    {"G1OutNotContiguous",
-     [](SwaCase& c, SwaTranslateArgs& a) {
-       a.out_slot_indices = EveryOther(c.KeepOutput(Poisoned<int64_t>({8})));
-     },
-     "kv-canary: out_slot_indices must be contiguous"},
-    {"G2SlotIndicesWrongDtype",
-     [](SwaCase& c, SwaTranslateArgs& a) {
-       a.slot_indices = c.Keep(HostTensor<int32_t>::Of({-1, 0, 3, 100})).view();
-     },
-     "kv-canary: slot_indices must have dtype torch.int64, got torch.int32"},
-    {"G2LutWrongDtype",
-     [](SwaCase& c, SwaTranslateArgs& a) {
-       a.full_to_swa_index_mapping = c.Keep(HostTensor<int32_t>({8})).view();
-     },
-     "kv-canary: full_to_swa_index_mapping must have dtype torch.int64, got torch.int32"},
-    {"G3SlotIndicesNot1D",
-     [](SwaCase& c, SwaTranslateArgs& a) {
-       a.slot_indices = c.slot_indices.view({2, 2});
-     },
-     "kv-canary: slot_indices must be 1-D, got shape (2, 2)"},
-    {"G3OutNot1D",
-     [](SwaCase& c, SwaTranslateArgs& a) {
-       a.out_slot_indices = c.out.view({4, 1});
-     },
-     "kv-canary: out_slot_indices must be 1-D, got shape (4, 1)"},
-    {"G5OutLength", [](SwaCase& c, SwaTranslateArgs& a) { a.out_slot_indices = c.out.view({3}); },
-     "kv-canary: out_slot_indices length must be 4, got 3"},
-    {"G6EmptyLut",
-     [](SwaCase& c, SwaTranslateArgs& a) { a.full_to_swa_index_mapping = c.lut.view({0}); },
-     "kv-canary: full_to_swa_index_mapping length must be >= 1, got 0"},
-    {"G7SlotIndicesOnOtherDevice",
-     [](SwaCase&, SwaTranslateArgs& a) { a.slot_indices = OnCuda(a.slot_indices); },
-     "kv-canary: slot_indices must be on out_slot_indices's device cpu, got cuda:0"},
-    {"G7LutOnOtherDevice",
-     [](SwaCase&, SwaTranslateArgs& a) {
-       a.full_to_swa_index_mapping = OnCuda(a.full_to_swa_index_mapping);
-     },
-     "kv-canary: full_to_swa_index_mapping must be on out_slot_indices's device cpu, got cuda:0"},
-    {"G8OutReadOnly",
-     [](SwaCase& c, SwaTranslateArgs& a) { a.out_slot_indices = c.out.read_only_view(); },
-     "kv-canary: out_slot_indices must be writable"},
-    {"G9AllOnUnsupportedDevice",
-     [](SwaCase&, SwaTranslateArgs& a) { AllOnDevice(UnsupportedDevice(), a); },
-     "kv-canary: out_slot_indices is on unsupported device dlpack_device_8:0"},
-#if !defined(KVC_HAVE_CUDA)
-    {"G9AllOnCudaWithoutBackend",
-     [](SwaCase&, SwaTranslateArgs& a) { AllOnDevice(Device::CUDA(0), a); },
-     "kv-canary: out_slot_indices is on unsupported device cuda:0"},
-#endif
 };
+
+using Args = SwaTranslateArgs;
+constexpr DType i32 = DType::kInt32, i64 = DType::kInt64;
+const auto kSlots = KVC_ARG(slot_indices, "SlotIndices");
+const auto kLut = KVC_ARG(full_to_swa_index_mapping, "Lut");
+const auto kOut = KVC_ARG(out_slot_indices, "Out");
+
+// Presence, G1-G3 contiguity, dtype and rank, G5 and G6 lengths, G7 one device (the reference
+// being out_slot_indices), G8 writability.
+const std::vector<Row> kTensorRows = {
+    MissingRow<SwaCase>("PresenceLutMissing", kLut),
+    NotContiguousRow<SwaCase>("G1", kSlots),
+    NotContiguousRow<SwaCase>("G1", kOut),
+    WrongDtypeRow<SwaCase>("G2", kSlots, i64, i32),
+    WrongDtypeRow<SwaCase>("G2", kLut, i64, i32),
+    RankRow<SwaCase>("G3", kSlots, 1, {2, 2}),
+    RankRow<SwaCase>("G3", kOut, 1, {4, 1}),
+    LengthRow<SwaCase>("G5", kOut, 4, 3),
+    ReplaceRow<SwaCase>("G6EmptyLut", kLut, Resized<SwaCase>(0),
+                        "kv-canary: full_to_swa_index_mapping length must be >= 1, got 0"),
+    OtherDeviceRow<SwaCase>("G7", kSlots, "out_slot_indices"),
+    OtherDeviceRow<SwaCase>("G7", kLut, "out_slot_indices"),
+    ReadOnlyRow<SwaCase>("G8", kOut),
+};
+
+const std::vector<Row> kRows =
+    Concat(std::vector<Row>(std::begin(kOverlapRows), std::end(kOverlapRows)), kTensorRows,
+           UnsupportedDeviceRows<SwaCase>("", "out_slot_indices", AllOnDevice));
 
 KVC_REJECTION_TABLE(SwaTranslateRejects, SwaCase, kRows);
 

@@ -239,21 +239,19 @@ PlanArgs PlanCallOver(const Plan& plan, const TensorView& req_pool_indices,
   return args;
 }
 
-// A first-stage call over `inputs` that writes `plan`'s write plan and counts and `scratch`; the
-// verify capacity is `plan`'s. Plan is PlanBuffers.
+// A first-stage call over `inputs` that writes `plan`'s write plan and counts and `scratch`.
+// Plan is any type with PlanBuffers' write-plan and count members.
 template <typename Plan>
 PlanOffsetsArgs OffsetsCallOver(const Plan& plan, const TensorView& scratch,
-                                const ::kvcanary::PlanInputs& inputs) {
-  PlanOffsetsArgs args;
-  args.inputs = inputs;
-  args.out_verify_offsets_scratch = scratch;
-  args.out_write_offsets = plan.offsets.view();
-  args.out_write_seed_slot_indices = plan.seeds.view();
-  args.out_verify_num_valid = plan.num_valid.view();
-  args.out_verify_enable = plan.enable.view();
-  args.out_write_num_valid_reqs = plan.num_valid_reqs.view();
-  args.verify_capacity = plan.slots.shape()[0];
-  return args;
+                                const ::kvcanary::PlanInputs& inputs, int64_t verify_capacity) {
+  return {.inputs = inputs,
+          .out_verify_offsets_scratch = scratch,
+          .out_write_offsets = plan.offsets.view(),
+          .out_write_seed_slot_indices = plan.seeds.view(),
+          .out_verify_num_valid = plan.num_valid.view(),
+          .out_verify_enable = plan.enable.view(),
+          .out_write_num_valid_reqs = plan.num_valid_reqs.view(),
+          .verify_capacity = verify_capacity};
 }
 
 // A write of these tokens (ids, positions, slots) under `plan`'s write plan.

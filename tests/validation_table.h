@@ -86,6 +86,15 @@ void ExpectRowRejected(const RejectRow<Case>& row) {
   EXPECT_TRUE(before.Unchanged()) << "a rejected call wrote an output";
 }
 
+// Runs the case's call as it stands (a valid one, or one the op accepts) and says whether it
+// changed any output byte.
+template <typename Case>
+bool AcceptedCallWrites(Case& c) {
+  const ByteSnapshot before = c.Snapshot();
+  Case::Run(c.Args());
+  return !before.Unchanged();
+}
+
 }  // namespace kvcanary::testing
 
 // A parameterized suite `Suite` running every row of `rows` (a RejectRow<Case> array) through
