@@ -12,6 +12,7 @@
 #include "device_buffer.h"
 #include "device_state.h"
 #include "kvcanary/kvcanary.h"
+#include "plan_args.h"
 #include "random_inputs.h"
 #include "sweep_cases.h"
 #include "testutil.h"
@@ -29,49 +30,55 @@ using testing::Rng;
 using testing::StepInputs;
 using testing::SweepCase;
 
+// Runs `op` on the CPU step, then on the CUDA step: the same call on both backends.
+template <typename Op>
+void OnBoth(const CpuStep& cpu, const CudaStep& cuda, Op op) {
+  op(cpu);
+  op(cuda);
+}
+
+// Compares the two backends' states after `what`. Rows are compared as a multiset, which needs
+// all of them in the ring: false (and a failure) when the CPU run overflowed it.
+bool SameStatesWithinTheRing(const CpuStep& cpu, const CudaStep& cuda, const char* what) {
+  const int64_t rows = cpu.primary.state.write_index[0];
+  EXPECT_LE(rows, testing::kSweepRingCapacity)
+      << "the case overflows the ring: rows can no longer be compared as a multiset";
+  if (rows > testing::kSweepRingCapacity) return false;
+  testing::ExpectSameStates(cpu, cuda, what);
+  return true;
+}
+
 // Plan, verify, SWA translation of the write slots (with a LUT) and write, on both backends from
 // the same inputs; every output is compared after each op.
 void RunStep(const StepInputs& in, bool write = true) {
   CpuStep cpu(in);
   CudaStep cuda(in);
-  Plan(cpu.PlanArgsOf());
-  Plan(cuda.PlanArgsOf());
+  OnBoth(cpu, cuda, [](const auto& step) { Plan(step.PlanArgsOf()); });
   testing::ExpectSamePlan(cpu.plan, cuda.plan.ToHost(), "plan");
 
-  Verify(cpu.VerifyArgsOf());
-  Verify(cuda.VerifyArgsOf());
-  ASSERT_LE(cpu.primary.state.write_index[0], testing::kSweepRingCapacity)
-      << "the case overflows the ring: rows can no longer be compared as a multiset";
-  testing::ExpectSameStates(cpu, cuda, "verify");
+  OnBoth(cpu, cuda, [](const auto& step) { Verify(step.VerifyArgsOf()); });
+  if (!SameStatesWithinTheRing(cpu, cuda, "verify")) return;
   testing::ExpectSameTensor(in.primary.state.canary, cpu.primary.state.canary,
                             "verify wrote the canary buffer");
   if (!write) return;
 
   if (in.lut.has_value()) {
-    SwaTranslate(cpu.TranslateArgsOf());
-    SwaTranslate(cuda.TranslateArgsOf());
+    OnBoth(cpu, cuda, [](const auto& step) { SwaTranslate(step.TranslateArgsOf()); });
     testing::ExpectSameTensor(cpu.out_cache_loc, cuda.out_cache_loc.ToHost(), "swa_translate");
   }
-  Write(cpu.WriteArgsOf());
-  Write(cuda.WriteArgsOf());
-  ASSERT_LE(cpu.primary.state.write_index[0], testing::kSweepRingCapacity)
-      << "the case overflows the ring: rows can no longer be compared as a multiset";
-  testing::ExpectSameStates(cpu, cuda, "write");
+  OnBoth(cpu, cuda, [](const auto& step) { Write(step.WriteArgsOf()); });
+  SameStatesWithinTheRing(cpu, cuda, "write");
 }
 
 // The offsets-only plan and FusedVerify on both backends, from fresh copies of the inputs.
 void RunFusedVerify(const StepInputs& in) {
   CpuStep cpu(in);
   CudaStep cuda(in);
-  Plan(cpu.OffsetsOnlyPlanArgsOf());
-  Plan(cuda.OffsetsOnlyPlanArgsOf());
+  OnBoth(cpu, cuda, [](const auto& step) { Plan(step.OffsetsOnlyPlanArgsOf()); });
   testing::ExpectSamePlan(cpu.plan, cuda.plan.ToHost(), "offsets-only plan");
   testing::ExpectSameTensor(cpu.fused_scratch, cuda.fused_scratch.ToHost(), "offsets scratch");
-  FusedVerify(cpu.FusedVerifyArgsOf());
-  FusedVerify(cuda.FusedVerifyArgsOf());
-  ASSERT_LE(cpu.primary.state.write_index[0], testing::kSweepRingCapacity)
-      << "the case overflows the ring: rows can no longer be compared as a multiset";
-  testing::ExpectSameStates(cpu, cuda, "fused verify");
+  OnBoth(cpu, cuda, [](const auto& step) { FusedVerify(step.FusedVerifyArgsOf()); });
+  SameStatesWithinTheRing(cpu, cuda, "fused verify");
 }
 
 class CudaDifferentialSweep : public testing::DeviceTest,
@@ -149,11 +156,9 @@ TEST_F(CudaDifferential, PlanStagesMatchTheCpu) {
     const StepInputs in = testing::MakeStep(cases[i]);
     CpuStep cpu(in);
     CudaStep cuda(in);
-    PlanOffsets(cpu.OffsetsArgsOf());
-    PlanOffsets(cuda.OffsetsArgsOf());
+    OnBoth(cpu, cuda, [](const auto& step) { PlanOffsets(step.OffsetsArgsOf()); });
     testing::ExpectSameTensor(cpu.stage_scratch, cuda.stage_scratch.ToHost(), "offsets scratch");
-    PlanEntries(cpu.EntriesArgsOf());
-    PlanEntries(cuda.EntriesArgsOf());
+    OnBoth(cpu, cuda, [](const auto& step) { PlanEntries(step.EntriesArgsOf()); });
     testing::ExpectSamePlan(cpu.plan, cuda.plan.ToHost(), "plan stages");
   }
 }
@@ -335,12 +340,7 @@ TEST_F(CudaDifferential, OutOfRangeDeviceValuesClampLikeTheCpu) {
   auto run = [](const auto& state, const auto& p, bool check, const auto& i, const auto& pos,
                 const auto& l, const auto& e) {
     Verify(VerifyArgs{state.Context(), p.verify(), check, std::nullopt});
-    WriteArgs w;
-    w.context = state.Context();
-    w.plan = p.write();
-    w.input_ids = i.view();
-    w.positions = pos.view();
-    w.out_cache_loc = l.view();
+    WriteArgs w = testing::WriteCall(state.Context(), p.write(), i.view(), pos.view(), l.view());
     w.enable_write_input_assert = true;
     w.expected_input_tokens = e.view();
     w.expected_input_positions = pos.view();
