@@ -1,4 +1,4 @@
-// Bytes each op must touch, counted as spec/bench.md says: every input read once and every output
+// Bytes each op must touch, counted the same way for every op: every input read once and every output
 // written once, per verify entry or written token, plus the real-KV bytes read in `partial`.
 // Nothing is counted for cache-line granularity: these are the bytes the op needs, so GB/s below
 // the ceiling also shows what random 32-byte records cost.
@@ -11,8 +11,8 @@
 namespace kvcanary::bench {
 
 // Plan-array bytes one verify entry reads: slot, expected position and predecessor (int64 each),
-// and the expected token only when the token check is on (spec/kernels.md §8: verify never reads
-// it otherwise).
+// and the expected token only when the token check is on (verify never reads it
+// otherwise).
 inline constexpr int64_t VerifyPlanEntryBytes(bool check_token) {
   return (check_token ? 4 : 3) * int64_t{8};
 }

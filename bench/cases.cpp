@@ -1,4 +1,4 @@
-// The shapes table of spec/bench.md.
+// The shapes the bench times: the standard suite and its quick scale.
 #include "bench/cases.h"
 
 #include <algorithm>

@@ -1,4 +1,4 @@
-// The shapes the bench times (spec/bench.md "Shapes"): suite `standard` and its 1/16 scale
+// The shapes the bench times : suite `standard` and its 1/16 scale
 // `quick`. Nothing here depends on the device.
 #pragma once
 
@@ -26,8 +26,8 @@ enum class RealData {
 inline constexpr RealData kRealDataModes[] = {RealData::kNone, RealData::kPartial};
 const char* RealDataName(RealData mode);
 
-// Verify runs as the runtime runs it by default (enable_verify_token_assert = false,
-// spec/runtime.md §2): no token pool in the plan, no token check, so verify never reads
+// Verify runs as the runtime runs it by default (enable_verify_token_assert =
+// false): no token pool in the plan, no token check, so verify never reads
 // verify_expected_tokens.
 inline constexpr bool kCheckVerifyExpectedToken = false;
 
@@ -42,7 +42,7 @@ struct Suite {
   std::vector<BenchCase> cases;
 };
 
-// spec/bench.md as written: pool 2,000,000, req_to_token 4096 x 32768, eight cases.
+// The standard suite: pool 2,000,000, req_to_token 4096 x 32768, eight cases.
 Suite StandardSuite();
 
 // `standard` with each of these divided by 16 (rounded down, at least 1): the pool's slots,

@@ -16,7 +16,7 @@
 namespace kvcanary::bench {
 namespace {
 
-// spec/bench.md: the CPU ceiling copies at least 1 GiB.
+// The CPU ceiling copies at least 1 GiB, far more than any cache holds.
 constexpr int64_t kCeilingBytes = int64_t{1} << 30;
 
 // The value after "key<spaces>:" on the first line of `path` that starts with key, or "".

@@ -16,7 +16,7 @@
 namespace kvcanary::bench {
 namespace {
 
-// spec/bench.md: the CUDA ceiling copies at least 4 GiB.
+// The CUDA ceiling copies at least 4 GiB, far more than the L2 holds.
 constexpr int64_t kCeilingBytes = int64_t{4} << 30;
 // Longer than the host takes to enqueue the start event, the region and the stop event, so the
 // region starts on the device right after the start event instead of waiting for the host.

@@ -61,7 +61,7 @@ class BenchDevice {
   // enqueues (CUDA) or runs (CPU) one repetition of the work.
   virtual TimingStats Time(int warmup, int reps, const std::function<void()>& body) = 0;
 
-  // Times a copy of at least the size spec/bench.md requires (1 GiB on the CPU, 4 GiB on CUDA).
+  // Times a copy of at least the bench's ceiling size (1 GiB on the CPU, 4 GiB on CUDA).
   virtual Ceiling MeasureCeiling(int reps) = 0;
 
   // Times `reps` runs of body(i % num_bodies) the way the runtime runs a step: the CUDA device

@@ -1,6 +1,6 @@
 // A kernel that keeps the stream busy while the host enqueues a timed region, so the events around
-// the region measure device work only, not the host's graph-launch call (spec/bench.md: "time
-// device work").
+// the region measure device work only, not the host's graph-launch call (the bench times
+// device work).
 #pragma once
 
 namespace kvcanary::bench {

@@ -1,5 +1,5 @@
-// The batches a case rotates through while it is timed (spec/bench.md: rotate among input sets
-// larger than the caches), each holding every tensor its launches read and write, allocated and
+// The batches a case rotates through while it is timed (rotating among input sets
+// larger than the caches keeps a rep from reading what the previous one left in cache), each holding every tensor its launches read and write, allocated and
 // bound once so a timed repetition only calls the ops.
 #pragma once
 
@@ -58,7 +58,7 @@ std::vector<InputSet> MakeInputSets(const Pool& pool, const CaseLayout& layout, 
 
 void BindMode(std::vector<InputSet>& sets, const Pool& pool, RealData mode);
 
-// One canary step as the runtime runs it (spec/bench.md, spec/runtime.md §5): the offsets-only
+// One canary step as the runtime runs it : the offsets-only
 // plan, then fused verify and write for HEAD and for TAIL, each a paired K/V launch.
 void RunStep(const InputSet& set, StreamHandle stream);
 

@@ -10,7 +10,7 @@
 // position, and every chain a verify follows is valid once ValidRecordWriter has run.
 //
 // Class sizes: every request gets its own slots when they all fit the pool. Otherwise each extend
-// position gets at least `batch` slots (a launch never writes a slot twice; spec/kernels.md §9)
+// position gets at least `batch` slots (a launch never writes a slot twice)
 // and the prefix positions share the rest, so requests j and j + prefix_class_size() share their
 // whole prefix.
 #pragma once

@@ -1,6 +1,6 @@
 // The state one bench run shares across its cases, allocated once and sized by the suite: the
 // req_to_token table, the four canary buffers of one MHA FULL group (k_head, v_head, k_tail,
-// v_tail; spec/runtime.md §5), the K and V tensors the TAIL launches fingerprint, and the
+// v_tail), the K and V tensors the TAIL launches fingerprint, and the
 // violation ring with per-tag counters.
 //
 // Memory, suite standard: req_to_token 4096 x 32768 int32 = 512 MiB; canary buffers 4 x 64 MB;
@@ -37,8 +37,8 @@ class Pool {
   const DeviceTensor& canary(CanaryLaunchTag tag) const;
 
   // The context of one of kStepTags. TAIL launches fingerprint their half's KV tensor in
-  // kPartial mode; HEAD launches never do (spec/runtime.md §6: the forward has not written KV
-  // yet, so HEAD records carry real_kv_hash 0).
+  // kPartial mode; HEAD launches never do (the forward has not written KV yet,
+  // so HEAD records carry real_kv_hash 0).
   LaunchContext Context(CanaryLaunchTag tag, RealData mode) const;
   static int NumSources(CanaryLaunchTag tag, RealData mode);
 

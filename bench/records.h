@@ -1,5 +1,5 @@
 // The write launches that give every slot of a CaseLayout its valid record, so the records the
-// timed verify reads are real chains written by the write op (spec/bench.md: never time zeros).
+// timed verify reads are real chains written by the write op (timing verify over zeros would measure nothing real).
 #pragma once
 
 #include <vector>

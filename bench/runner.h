@@ -1,4 +1,4 @@
-// Runs a suite on a device (spec/bench.md "Method"): the copy ceiling, then every case in each
+// Runs a suite on a device : the copy ceiling, then every case in each
 // real-data mode, checked once and then timed op by op and as one whole step.
 #pragma once
 

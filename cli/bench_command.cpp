@@ -3,16 +3,17 @@
 
 #include <cstdio>
 #include <exception>
-#include <fstream>
 #include <iostream>
 #include <memory>
 #include <new>
+#include <sstream>
 #include <string>
 
 #include "bench/checks.h"
 #include "bench/report.h"
 #include "bench/runner.h"
 #include "cli/command.h"
+#include "cli/report_file.h"
 
 namespace kvcanary::cli {
 namespace {
@@ -29,6 +30,13 @@ int Fail(int status, const std::string& message) {
   return status;
 }
 
+// `--json ""` would otherwise write nothing and say nothing.
+const CLI::Validator NonEmptyPath(
+    [](const std::string& path) {
+      return path.empty() ? std::string("must be a non-empty PATH, got ''") : std::string();
+    },
+    "PATH");
+
 // Progress goes to stderr only when a person watches it: redirected output stays clean.
 std::function<void(const std::string&)> ProgressPrinter() {
   if (isatty(STDERR_FILENO) == 0) return nullptr;
@@ -42,11 +50,12 @@ int RunBench(const BenchOptions& options) {
   std::string why_not;
   std::unique_ptr<bench::BenchDevice> device = bench::MakeBenchDevice(options.device, &why_not);
   if (device == nullptr) return Fail(kExitUsage, why_not);
-  std::ofstream json;
+  std::unique_ptr<ReportFile> json;
   if (!options.json_path.empty()) {
     // Opened before hours of timing, so a bad path fails now.
-    json.open(options.json_path);
-    if (!json) return Fail(kExitUsage, "--json: cannot write " + options.json_path);
+    std::string error;
+    json = ReportFile::Open(options.json_path, &error);
+    if (json == nullptr) return Fail(kExitRuntime, error);
   }
   try {
     bench::RunOptions run;
@@ -56,17 +65,19 @@ int RunBench(const BenchOptions& options) {
     const bench::BenchResults results =
         bench::RunSuite(*device, bench::SuiteByName(options.suite), run);
     bench::PrintTable(std::cout, results);
-    if (json.is_open()) {
-      bench::WriteJson(json, results);
-      if (!json) return Fail(kExitFailure, "--json: writing " + options.json_path + " failed");
+    if (json != nullptr) {
+      std::ostringstream text;
+      bench::WriteJson(text, results);
+      std::string error;
+      if (!json->WriteAndClose(text.str(), &error)) return Fail(kExitRuntime, error);
     }
     return 0;
   } catch (const bench::CheckFailed& error) {
     return Fail(kExitFailure, std::string("output check failed: ") + error.what());
   } catch (const std::bad_alloc&) {
-    return Fail(kExitFailure, "out of memory (suite " + options.suite + ")");
+    return Fail(kExitRuntime, "out of memory (suite " + options.suite + ")");
   } catch (const std::exception& error) {
-    return Fail(kExitFailure, error.what());
+    return Fail(kExitRuntime, error.what());
   }
 }
 
@@ -82,7 +93,8 @@ Command AddBenchCommand(CLI::App& app) {
   bench->add_option("--suite", options->suite, "Shapes: standard, or quick at 1/16 of the sizes")
       ->check(CLI::IsMember(bench::SuiteNames()))
       ->capture_default_str();
-  bench->add_option("--json", options->json_path, "Also write the numbers as JSON to PATH");
+  bench->add_option("--json", options->json_path, "Also write the numbers as JSON to PATH")
+      ->check(NonEmptyPath);
   bench
       ->add_option("--reps", options->reps,
                    "Timed repetitions per loop, >= 20 (default: 50 quick, 20 standard)")

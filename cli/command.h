@@ -8,10 +8,15 @@
 
 namespace kvcanary::cli {
 
-// Exit status for bad arguments (and for a device this build cannot bench).
-inline constexpr int kExitUsage = 2;
-// Exit status for a failed run (a failed check, an error from an op).
+// The exit statuses of every subcommand (docs/sim.md, docs/bench.md):
+// 0 the run passed.
+// A failed run: a sim fault undetected or a false positive, a bench output check that failed.
 inline constexpr int kExitFailure = 1;
+// Bad arguments (and a device this build cannot run on): nothing ran.
+inline constexpr int kExitUsage = 2;
+// The run could not be carried out: an allocation failed, an op threw, the --json file could not
+// be written.
+inline constexpr int kExitRuntime = 3;
 
 struct Command {
   CLI::App* app = nullptr;   // the subcommand; parsed() says whether it was given

@@ -1,6 +1,8 @@
 // The kvcanary command. Each subcommand lives in its own cli/<name>_command.cpp and is one line
 // in the table below; this file only parses and dispatches.
+#include <exception>
 #include <iostream>
+#include <new>
 #include <string>
 #include <vector>
 
@@ -21,6 +23,19 @@ int ReportParseError(const CLI::App& app, const CLI::ParseError& error) {
   return kvcanary::cli::kExitUsage;
 }
 
+// A command reports its own errors; anything that still escapes it (an allocation that failed
+// outside a run) is a run-time error, reported on one line rather than by std::terminate.
+int RunCommand(const kvcanary::cli::Command& command) {
+  try {
+    return command.run();
+  } catch (const std::bad_alloc&) {
+    std::cerr << "kvcanary: out of memory" << std::endl;
+  } catch (const std::exception& error) {
+    std::cerr << "kvcanary: " << error.what() << std::endl;
+  }
+  return kvcanary::cli::kExitRuntime;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -36,7 +51,7 @@ int main(int argc, char** argv) {
     return ReportParseError(app, error);
   }
   for (const kvcanary::cli::Command& command : commands) {
-    if (command.app->parsed()) return command.run();
+    if (command.app->parsed()) return RunCommand(command);
   }
   return kvcanary::cli::kExitUsage;
 }

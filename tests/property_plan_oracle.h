@@ -182,37 +182,18 @@ class PlanCall {
   void Staged(PlanBuffers& out) const {
     std::fill(out.offsets.values().begin(), out.offsets.values().end(), 0);
     HostTensor<int64_t> scratch({std::max(kPlanOffsetsScratchMinLength, in_.bs() + 1)}, kSentinel);
-    PlanOffsetsArgs offsets;
-    offsets.inputs.req_pool_indices = rp_.view();
-    offsets.inputs.prefix_lens = prefix_.view();
-    offsets.inputs.extend_seq_lens = extend_.view();
-    offsets.inputs.req_to_token = Table();
-    offsets.inputs.full_to_swa_index_mapping = Lut();
-    offsets.out_verify_offsets_scratch = scratch.view();
-    offsets.out_write_offsets = out.offsets.view();
-    offsets.out_write_seed_slot_indices = out.seeds.view();
-    offsets.out_verify_num_valid = out.num_valid.view();
-    offsets.out_verify_enable = out.enable.view();
-    offsets.out_write_num_valid_reqs = out.num_valid_reqs.view();
-    offsets.inputs.swa_window_size = in_.window;
-    offsets.verify_capacity = out.slots.shape()[0];
-    PlanOffsets(offsets);
+    // Both stages get one PlanInputs, as an engine passes them (stage 1 reads no pool, stage 2
+    // no extend_seq_lens).
+    PlanOffsets(OffsetsCallOver(out, scratch.view(), Inputs()));
 
     PlanEntriesArgs entries;
-    entries.inputs.req_pool_indices = rp_.view();
-    entries.inputs.prefix_lens = prefix_.view();
-    entries.inputs.req_to_token = Table();
-    entries.inputs.full_to_swa_index_mapping = Lut();
+    entries.inputs = Inputs();
     entries.verify_offsets_scratch = scratch.view();
     entries.verify_enable = out.enable.view();
-    entries.inputs.req_to_verify_expected_tokens = Pool();
-    entries.inputs.req_to_verify_expected_tokens_valid_lens = ValidLens();
     entries.out_verify_slot_indices = out.slots.view();
     entries.out_verify_expected_tokens = out.tokens.view();
     entries.out_verify_expected_positions = out.positions.view();
     entries.out_verify_prev_slot_indices = out.prevs.view();
-    entries.inputs.kv_token_id_vs_position_offset = in_.token_offset;
-    entries.inputs.swa_window_size = in_.window;
     PlanEntries(entries);
   }
 
@@ -223,17 +204,20 @@ class PlanCall {
     PlanArgs args;
     args.verify_plan_out = verify;
     args.write_plan_out = out.write();
-    args.inputs.req_pool_indices = rp_.view();
-    args.inputs.prefix_lens = prefix_.view();
-    args.inputs.extend_seq_lens = extend_.view();
-    args.inputs.req_to_token = Table();
-    args.inputs.swa_window_size = in_.window;
-    args.inputs.full_to_swa_index_mapping = Lut();
+    args.inputs = Inputs();
     args.verify_capacity = capacity;
-    args.inputs.req_to_verify_expected_tokens = Pool();
-    args.inputs.req_to_verify_expected_tokens_valid_lens = ValidLens();
-    args.inputs.kv_token_id_vs_position_offset = in_.token_offset;
     return args;
+  }
+  // Every input `in_` describes: batch, table, window and LUT, token pool.
+  ::kvcanary::PlanInputs Inputs() const {
+    ::kvcanary::PlanInputs inputs =
+        BatchInputs(rp_.view(), prefix_.view(), extend_.view(), Table());
+    inputs.swa_window_size = in_.window;
+    inputs.full_to_swa_index_mapping = Lut();
+    inputs.req_to_verify_expected_tokens = Pool();
+    inputs.req_to_verify_expected_tokens_valid_lens = ValidLens();
+    inputs.kv_token_id_vs_position_offset = in_.token_offset;
+    return inputs;
   }
   TensorView Table() const {
     return wide_table_.view({in_.req_to_token.shape()[0], Width()},

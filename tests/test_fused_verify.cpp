@@ -69,8 +69,8 @@ void FillRecords(Rng& rng, const PlanInputs& in, const std::vector<KvSource>& so
       const int64_t slot = Tr(in.lut, Rt(in.req_to_token, rp, p));
       if (slot < 0 || slot >= num_slots) continue;
       const int64_t token = rng.Uniform(0, 9);
-      state.set_record(slot, Record{token, p, ToSigned(running),
-                                    ToSigned(OracleRealKv(sources, mode, slot))});
+      state.set_record(
+          slot, Record{token, p, ToSigned(running), ToSigned(OracleRealKv(sources, mode, slot))});
       running = ChainStep(running, token, p);
     }
   }
@@ -163,16 +163,12 @@ TEST(FusedVerify, EmptyBatchCountsTheLaunchOnly) {
   const HostTensor<int64_t> scratch({1}, 0);
   const HostTensor<int32_t> num_valid({1}, 5);  // stale: an empty batch checks nothing
   const HostTensor<int32_t> enable({1}, 1);
-  FusedVerifyArgs args;
-  args.context = state.Context();
-  args.inputs.req_pool_indices = empty.view();
-  args.inputs.prefix_lens = empty.view();
-  args.inputs.req_to_token = table.view();
-  args.verify_offsets_scratch = scratch.view();
-  args.verify_num_valid = num_valid.view();
-  args.verify_enable = enable.view();
-  args.verify_capacity = 8;
-  FusedVerify(args);
+  FusedVerify({.context = state.Context(),
+               .inputs = BatchInputs(empty.view(), empty.view(), TensorView(), table.view()),
+               .verify_offsets_scratch = scratch.view(),
+               .verify_num_valid = num_valid.view(),
+               .verify_enable = enable.view(),
+               .verify_capacity = 8});
   EXPECT_EQ(state.kernel_run_counter[0], 1);
   EXPECT_EQ(state.slot_run_counter[0], 0);
   EXPECT_EQ(state.write_index[0], 0);
@@ -198,14 +194,12 @@ class FusedVerifyValidation : public ::testing::Test {
     state_.write_index[0] = 3;
     state_.slot_run_counter[0] = 100;
     state_.kernel_run_counter[0] = 7;
-    args_.context = state_.Context();
-    args_.inputs.req_pool_indices = rp_.view();
-    args_.inputs.prefix_lens = prefix_.view();
-    args_.inputs.req_to_token = table_.view();
-    args_.verify_offsets_scratch = scratch_.view();
-    args_.verify_num_valid = num_valid_.view();
-    args_.verify_enable = enable_.view();
-    args_.verify_capacity = 4;
+    args_ = {.context = state_.Context(),
+             .inputs = BatchInputs(rp_.view(), prefix_.view(), TensorView(), table_.view()),
+             .verify_offsets_scratch = scratch_.view(),
+             .verify_num_valid = num_valid_.view(),
+             .verify_enable = enable_.view(),
+             .verify_capacity = 4};
   }
 
   // A token check with a valid pool and its lengths.
@@ -256,14 +250,16 @@ TEST_F(FusedVerifyValidation, ContextChecksOfVerify) {
 
 TEST_F(FusedVerifyValidation, WindowNeedsATable) {
   args_.inputs.swa_window_size = 2;
-  ExpectRejected("kv-canary: fused_verify requires full_to_swa_index_mapping when "
-                 "swa_window_size > 0");
+  ExpectRejected(
+      "kv-canary: fused_verify requires full_to_swa_index_mapping when "
+      "swa_window_size > 0");
 }
 
 TEST_F(FusedVerifyValidation, PoolNeedsValidLens) {
   args_.inputs.req_to_verify_expected_tokens = pool_.view();
-  ExpectRejected("kv-canary: fused_verify requires req_to_verify_expected_tokens_valid_lens when "
-                 "req_to_verify_expected_tokens is set");
+  ExpectRejected(
+      "kv-canary: fused_verify requires req_to_verify_expected_tokens_valid_lens when "
+      "req_to_verify_expected_tokens is set");
 }
 
 TEST_F(FusedVerifyValidation, CapacityRange) {
@@ -345,23 +341,16 @@ TEST_F(FusedVerifyValidation, TokenPoolChecks) {
 
 TEST_F(FusedVerifyValidation, PairMustBeAnotherBuffer) {
   args_.paired_context = args_.context;
-  ExpectRejected(
-      "kv-canary: paired_context.canary_buf must be a different buffer from canary_buf");
+  ExpectRejected("kv-canary: paired_context.canary_buf must be a different buffer from canary_buf");
 }
 
 TEST(OffsetsOnlyPlan, RequiresTheScratch) {
   PlanBuffers out(4, 2);
   const HostTensor<int64_t> rp({1}, 1), prefix({1}, 1), extend({1}, 1);
   const HostTensor<int32_t> table({2, 4}, 1);
-  PlanArgs args;
-  args.verify_plan_out = VerifyPlanView{TensorView(), TensorView(), TensorView(), TensorView(),
-                                        out.num_valid.view(), out.enable.view()};
-  args.write_plan_out = out.write();
-  args.inputs.req_pool_indices = rp.view();
-  args.inputs.prefix_lens = prefix.view();
-  args.inputs.extend_seq_lens = extend.view();
-  args.inputs.req_to_token = table.view();
-  args.verify_capacity = 4;
+  PlanArgs args = PlanCallOver(out, rp.view(), prefix.view(), extend.view(), table.view());
+  args.verify_plan_out = VerifyPlanView{TensorView(), TensorView(),         TensorView(),
+                                        TensorView(), out.num_valid.view(), out.enable.view()};
   EXPECT_KVC_ERROR(Plan(args),
                    "kv-canary: launch_canary_plan_kernels requires verify_offsets_scratch for an "
                    "offsets-only plan (no verify entry arrays: fused_verify reads the offsets), "

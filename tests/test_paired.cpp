@@ -50,13 +50,7 @@ struct PairedWorld {
   }
 
   WriteArgs MakeWrite(const LaunchContext& context) {
-    WriteArgs args;
-    args.context = context;
-    args.plan = plan_.write();
-    args.input_ids = ids_.view();
-    args.positions = positions_.view();
-    args.out_cache_loc = slots_.view();
-    return args;
+    return WriteCallOver(context, plan_, ids_.view(), positions_.view(), slots_.view());
   }
 
   CanaryState k_, v_;
@@ -133,12 +127,14 @@ TEST_F(PairedLaunch, PairOfOneBufferRaises) {
   WriteArgs args = MakeWrite(k_.Context(kHeadK));
   args.paired_context = same;
   ByteSnapshot snapshot(k_.canary, k_.ring, k_.write_index);
-  EXPECT_KVC_ERROR(Write(args),
-                   "kv-canary: paired_context.canary_buf must be a different buffer from canary_buf");
+  EXPECT_KVC_ERROR(
+      Write(args),
+      "kv-canary: paired_context.canary_buf must be a different buffer from canary_buf");
   VerifyArgs verify{k_.Context(kHeadK), plan_.verify(), false};
   verify.paired_context = same;
-  EXPECT_KVC_ERROR(Verify(verify),
-                   "kv-canary: paired_context.canary_buf must be a different buffer from canary_buf");
+  EXPECT_KVC_ERROR(
+      Verify(verify),
+      "kv-canary: paired_context.canary_buf must be a different buffer from canary_buf");
   EXPECT_TRUE(snapshot.Unchanged());
 }
 

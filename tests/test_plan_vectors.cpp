@@ -25,9 +25,8 @@ class PlanHandCases : public BackendTest {
     for (int64_t i = 0; i < 64; ++i) req_to_token[i] = static_cast<int32_t>(i);
   }
 
-  void Run(std::vector<int64_t> rp, std::vector<int64_t> prefix, std::vector<int64_t> extend,
-           int64_t verify_capacity = 16) {
-    if (verify_capacity != 16) plan_ = PlanBuffers(verify_capacity, 8);
+  // Plans the batch into plan_ (its verify capacity is its arrays').
+  void Run(std::vector<int64_t> rp, std::vector<int64_t> prefix, std::vector<int64_t> extend) {
     HostTensor<int64_t> rp_t = HostTensor<int64_t>::Of(rp);
     HostTensor<int64_t> prefix_t = HostTensor<int64_t>::Of(prefix);
     HostTensor<int64_t> extend_t = HostTensor<int64_t>::Of(extend);
@@ -85,18 +84,7 @@ TEST_P(PlanHandCases, H3PaddingRowContributesNothing) {
 TEST_P(PlanHandCases, H4OverflowDisablesVerifyAndWritesNoEntry) {
   plan_ = PlanBuffers(4, 8);
   std::fill(plan_.slots.values().begin(), plan_.slots.values().end(), 99);
-  HostTensor<int64_t> rp = HostTensor<int64_t>::Of({1, 2});
-  HostTensor<int64_t> prefix = HostTensor<int64_t>::Of({5, 3});
-  HostTensor<int64_t> extend = HostTensor<int64_t>::Of({1, 1});
-  PlanArgs args;
-  args.verify_plan_out = plan_.verify();
-  args.write_plan_out = plan_.write();
-  args.inputs.req_pool_indices = rp.view();
-  args.inputs.prefix_lens = prefix.view();
-  args.inputs.extend_seq_lens = extend.view();
-  args.inputs.req_to_token = req_to_token.view();
-  args.verify_capacity = 4;
-  Plan(args);
+  Run({1, 2}, {5, 3}, {1, 1});
   EXPECT_EQ(plan_.num_valid[0], 4);
   EXPECT_EQ(plan_.enable[0], 0);
   for (int e = 0; e < 4; ++e) EXPECT_EQ(plan_.slots[e], 99);
@@ -190,12 +178,8 @@ TEST_P(PlanSwaCases, L3LutIndexPastTheEndClamps) {
   std::iota(lut.values().begin(), lut.values().end(), 1000);
   PlanBuffers plan = Run(table, {{1}, {3}, {1}, 0, &lut});
   ASSERT_EQ(plan.num_valid[0], 3);
-  EXPECT_EQ(plan.slots[0], 1256);
-  EXPECT_EQ(plan.slots[1], 1257);
-  EXPECT_EQ(plan.slots[2], 1257);
-  EXPECT_EQ(plan.prevs[0], -1);
-  EXPECT_EQ(plan.prevs[1], 1256);
-  EXPECT_EQ(plan.prevs[2], 1257);
+  EXPECT_EQ(testing::Head(plan.slots, 3), (std::vector<int64_t>{1256, 1257, 1257}));
+  EXPECT_EQ(testing::Head(plan.prevs, 3), (std::vector<int64_t>{-1, 1256, 1257}));
   EXPECT_EQ(plan.seeds[0], 1257);
 }
 
@@ -228,11 +212,8 @@ TEST_P(PlanSwaCases, L5TokenPoolUsesBatchRowValidLensAndDraftOffset) {
     EXPECT_EQ(plan.positions[e], e);
     EXPECT_EQ(plan.tokens[e], tokens[e]) << e;
   }
-  EXPECT_EQ(plan.offsets[0], 0);
-  EXPECT_EQ(plan.offsets[1], 0);
-  EXPECT_EQ(plan.offsets[2], 1);
-  EXPECT_EQ(plan.seeds[0], -1);
-  EXPECT_EQ(plan.seeds[1], 43);
+  EXPECT_EQ(testing::Head(plan.offsets, 3), (std::vector<int64_t>{0, 0, 1}));
+  EXPECT_EQ(testing::Head(plan.seeds, 2), (std::vector<int64_t>{-1, 43}));
   EXPECT_EQ(plan.num_valid_reqs[0], 2);
 }
 

@@ -409,15 +409,9 @@ TEST(PlanValidation, P2BatchAbove4096IsAccepted) {
   PlanCase c;
   PlanBuffers big(kVerifyCapacity, kBs);
   const HostTensor<int64_t> zeros({kBs});
-  PlanArgs args = c.Args();
-  args.verify_plan_out = big.verify();
-  args.write_plan_out = big.write();
-  args.inputs.req_pool_indices = zeros.view();
-  args.inputs.prefix_lens = zeros.view();
-  args.inputs.extend_seq_lens = zeros.view();
-  args.inputs.req_to_verify_expected_tokens = TensorView();
-  args.inputs.req_to_verify_expected_tokens_valid_lens = TensorView();
-  args.verify_offsets_scratch = TensorView();
+  PlanArgs args =
+      PlanCallOver(big, zeros.view(), zeros.view(), zeros.view(), c.req_to_token.view());
+  args.inputs.full_to_swa_index_mapping = c.lut.view();
   Plan(args);
   EXPECT_EQ(big.num_valid_reqs[0], kBs);
   EXPECT_EQ(big.num_valid[0], 0);

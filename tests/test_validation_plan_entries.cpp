@@ -25,9 +25,8 @@ struct EntriesCase : KeptTensors {
   using OpArgs = PlanEntriesArgs;
   OpArgs Args() const {
     PlanEntriesArgs args;
-    args.inputs.req_pool_indices = req_pool_indices.view();
-    args.inputs.prefix_lens = prefix_lens.view();
-    args.inputs.req_to_token = req_to_token.view();
+    args.inputs =
+        BatchInputs(req_pool_indices.view(), prefix_lens.view(), TensorView(), req_to_token.view());
     args.inputs.full_to_swa_index_mapping = lut.view();
     args.verify_offsets_scratch = scratch.view();
     args.verify_enable = verify_enable.view();

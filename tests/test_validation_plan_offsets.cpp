@@ -27,10 +27,8 @@ struct OffsetsCase : KeptTensors {
   using OpArgs = PlanOffsetsArgs;
   OpArgs Args() const {
     PlanOffsetsArgs args;
-    args.inputs.req_pool_indices = req_pool_indices.view();
-    args.inputs.prefix_lens = prefix_lens.view();
-    args.inputs.extend_seq_lens = extend_seq_lens.view();
-    args.inputs.req_to_token = req_to_token.view();
+    args.inputs = BatchInputs(req_pool_indices.view(), prefix_lens.view(), extend_seq_lens.view(),
+                              req_to_token.view());
     args.inputs.full_to_swa_index_mapping = lut.view();
     args.out_verify_offsets_scratch = scratch.view();
     args.out_write_offsets = write_offsets.view();

@@ -35,9 +35,9 @@ struct AlignedAllocator {
   template <typename U>
   AlignedAllocator(const AlignedAllocator<U>&) {}
   T* allocate(size_t n) {
-    return static_cast<T*>(::operator new(n * sizeof(T), std::align_val_t{64}));
+    return static_cast<T*>(::operator new (n * sizeof(T), std::align_val_t{64}));
   }
-  void deallocate(T* p, size_t) { ::operator delete(p, std::align_val_t{64}); }
+  void deallocate(T* p, size_t) { ::operator delete (p, std::align_val_t{64}); }
   bool operator==(const AlignedAllocator&) const { return true; }
 };
 
@@ -192,6 +192,12 @@ struct PlanBuffers {
   HostTensor<int32_t> num_valid_reqs;
 };
 
+// The first `n` elements of `t`, for comparisons.
+template <typename T>
+std::vector<T> Head(const HostTensor<T>& t, size_t n) {
+  return std::vector<T>(t.values().begin(), t.values().begin() + static_cast<ptrdiff_t>(n));
+}
+
 // Violation rows in one canonical order: a launch whose rows several threads record (CUDA) is
 // compared with another as a multiset.
 inline std::vector<ViolationRow> SortRows(std::vector<ViolationRow> rows) {
@@ -207,6 +213,20 @@ inline std::vector<ViolationRow> SortRows(std::vector<ViolationRow> rows) {
 // A plan call that writes into `plan` (its entry arrays and write plan; the capacity is its
 // arrays') and reads this batch and table; the other inputs are left for the caller.
 // Plan is PlanBuffers or the GPU tests' DevicePlanBuffers.
+// The batch and table every plan stage reads; the optional inputs are left for the caller.
+// PlanEntries and FusedVerify do not read extend_seq_lens: pass TensorView() there.
+inline ::kvcanary::PlanInputs BatchInputs(const TensorView& req_pool_indices,
+                                          const TensorView& prefix_lens,
+                                          const TensorView& extend_seq_lens,
+                                          const TensorView& req_to_token) {
+  ::kvcanary::PlanInputs inputs;
+  inputs.req_pool_indices = req_pool_indices;
+  inputs.prefix_lens = prefix_lens;
+  inputs.extend_seq_lens = extend_seq_lens;
+  inputs.req_to_token = req_to_token;
+  return inputs;
+}
+
 template <typename Plan>
 PlanArgs PlanCallOver(const Plan& plan, const TensorView& req_pool_indices,
                       const TensorView& prefix_lens, const TensorView& extend_seq_lens,
@@ -214,11 +234,38 @@ PlanArgs PlanCallOver(const Plan& plan, const TensorView& req_pool_indices,
   PlanArgs args;
   args.verify_plan_out = plan.verify();
   args.write_plan_out = plan.write();
-  args.inputs.req_pool_indices = req_pool_indices;
-  args.inputs.prefix_lens = prefix_lens;
-  args.inputs.extend_seq_lens = extend_seq_lens;
-  args.inputs.req_to_token = req_to_token;
+  args.inputs = BatchInputs(req_pool_indices, prefix_lens, extend_seq_lens, req_to_token);
   args.verify_capacity = plan.slots.shape()[0];
+  return args;
+}
+
+// A first-stage call over `inputs` that writes `plan`'s write plan and counts and `scratch`; the
+// verify capacity is `plan`'s. Plan is PlanBuffers.
+template <typename Plan>
+PlanOffsetsArgs OffsetsCallOver(const Plan& plan, const TensorView& scratch,
+                                const ::kvcanary::PlanInputs& inputs) {
+  PlanOffsetsArgs args;
+  args.inputs = inputs;
+  args.out_verify_offsets_scratch = scratch;
+  args.out_write_offsets = plan.offsets.view();
+  args.out_write_seed_slot_indices = plan.seeds.view();
+  args.out_verify_num_valid = plan.num_valid.view();
+  args.out_verify_enable = plan.enable.view();
+  args.out_write_num_valid_reqs = plan.num_valid_reqs.view();
+  args.verify_capacity = plan.slots.shape()[0];
+  return args;
+}
+
+// A write of these tokens (ids, positions, slots) under `plan`'s write plan.
+template <typename Plan>
+WriteArgs WriteCallOver(const LaunchContext& context, const Plan& plan, const TensorView& input_ids,
+                        const TensorView& positions, const TensorView& out_cache_loc) {
+  WriteArgs args;
+  args.context = context;
+  args.plan = plan.write();
+  args.input_ids = input_ids;
+  args.positions = positions;
+  args.out_cache_loc = out_cache_loc;
   return args;
 }
 

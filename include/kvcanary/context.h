@@ -1,5 +1,5 @@
 // What a verify or write launch needs besides its plan: the canary buffer, the launch tag, the
-// shared violation ring and counters, and the real-KV sources (spec/kernels.md §4.3, §5).
+// shared violation ring and counters, and the real-KV sources.
 #pragma once
 
 #include <array>
@@ -20,7 +20,7 @@ struct RealKvSource {
   int64_t read_bytes = 0;  // bytes folded in ALL mode; PARTIAL always folds 16
 };
 
-// Builds a source, checking R1-R7 (spec §11). Ops re-check every source they are given, so a
+// Builds a source, checking R1-R7. Ops re-check every source they are given, so a
 // hand-built struct is as safe as one made here.
 RealKvSource MakeRealKvSource(const TensorView& tensor, int64_t page_size,
                               int64_t num_bytes_per_token, int64_t read_bytes);
@@ -41,12 +41,12 @@ struct LaunchContext {
   TensorView enable_chain_position_assert;  // [1] int32, write only: assert on iff != 0
 };
 
-// The fingerprint of slot `slot` over the first `num_sources` sources, read now on the host
-// (spec §4.3). REQUIRES: CPU tensors. Validates the sources and the mode like an op does.
+// The fingerprint of slot `slot` over the first `num_sources` sources, read now on the host.
+// REQUIRES: CPU tensors. Validates the sources and the mode like an op does.
 uint64_t RealKvHash(const RealKvSource* sources, int num_sources, int32_t real_kv_hash_mode,
                     int64_t slot);
 
-// slot_hash(buf, slot) of spec §4.2, read now on the host: the chain head hash for slot < 0.
+// slot_hash(buf, slot) (docs/format.md), read now on the host: the chain head hash for slot < 0.
 // REQUIRES: canary_buf a CPU uint8 [N, >= 32] tensor and slot < N.
 uint64_t ComputeSlotHash(const TensorView& canary_buf, int64_t slot);
 

@@ -1,4 +1,4 @@
-// The canary record format: every constant and enumeration of spec/kernels.md §2 and §3.
+// The canary record format: every constant and enumeration (docs/format.md).
 //
 // This header is the only place these values are written down. Host and device code include it;
 // every constant is a plain `inline constexpr` scalar so device code may use it by value (the CUDA

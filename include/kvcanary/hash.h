@@ -1,4 +1,4 @@
-// The hashes of spec/kernels.md §4: splitmix64, the three-input mix, the slot hash of a record and
+// The hashes of the record format (docs/format.md): splitmix64, the three-input mix, the slot hash of a record and
 // the 16-byte real-KV fold step. One formula for every backend: the CPU loops and the CUDA kernels
 // call these same inline functions, so a differential test compares two schedules of one
 // arithmetic. All arithmetic is on uint64_t, mod 2^64.
@@ -59,6 +59,6 @@ KVC_HOST_DEVICE constexpr uint64_t CombineSourceHash(uint64_t acc, uint64_t sour
 }
 
 static_assert(Splitmix64(0) == 0, "splitmix64 has 0 as a fixed point");
-static_assert(ChainHeadHash() == 0xDE7FAE23A9A1B716ull, "spec/kernels.md §2 head hash");
+static_assert(ChainHeadHash() == 0xDE7FAE23A9A1B716ull, "the published chain head hash");
 
 }  // namespace kvcanary

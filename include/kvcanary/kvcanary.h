@@ -1,6 +1,7 @@
 // Umbrella header: everything public in kvcanary.
 #pragma once
 
+#include "kvcanary/checked.h"
 #include "kvcanary/error.h"
 #include "kvcanary/format.h"
 #include "kvcanary/hash.h"

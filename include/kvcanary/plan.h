@@ -1,7 +1,7 @@
-// The plan operation (spec/kernels.md §6, §7): turns a forward's batch description into the list
+// The plan operation: turns a forward's batch description into the list
 // of prefix records to verify and the per-row write ranges and chain seeds.
 //
-// Every op here validates all of its arguments (spec §11) before it writes anything and throws
+// Every op here validates all of its arguments before it writes anything and throws
 // kvcanary::Error on the first failure. Work is enqueued on `stream` (CUDA) or done before return
 // (CPU); nothing synchronises, allocates (when a scratch is supplied) or reads device values on
 // the host, so CUDA launches may be captured in a graph.
@@ -60,7 +60,7 @@ struct PlanInputs {
   int64_t kv_token_id_vs_position_offset = 0;           // 0 target, +1 EAGLE draft
 };
 
-// launch_canary_plan_kernels: both stages in one call (spec §7.2).
+// launch_canary_plan_kernels: both stages in one call.
 //
 // kvcanary addition, the offsets-only plan: with the four verify entry arrays of verify_plan_out
 // absent, only stage 1 runs (offsets, verify_num_valid and enable against verify_capacity, the
@@ -75,7 +75,7 @@ struct PlanArgs {
 };
 void Plan(const PlanArgs& args, StreamHandle stream = nullptr);
 
-// launch_plan_offsets_kernel: the first stage alone (spec §7.4). Keeps SGLang's bs <= 4096 and
+// launch_plan_offsets_kernel: the first stage alone. Keeps SGLang's bs <= 4096 and
 // scratch length >= 4097 limits. The expected-token pool of `inputs` is not read.
 struct PlanOffsetsArgs {
   PlanInputs inputs;
@@ -92,7 +92,7 @@ struct PlanOffsetsArgs {
 };
 void PlanOffsets(const PlanOffsetsArgs& args, StreamHandle stream = nullptr);
 
-// launch_plan_entries_kernel: the second stage alone (spec §7.4).
+// launch_plan_entries_kernel: the second stage alone.
 struct PlanEntriesArgs {
   PlanInputs inputs;
   TensorView verify_offsets_scratch;         // [>= bs+1] int64 from PlanOffsets
@@ -104,7 +104,7 @@ struct PlanEntriesArgs {
 };
 void PlanEntries(const PlanEntriesArgs& args, StreamHandle stream = nullptr);
 
-// launch_swa_translate_kernel: out[i] = tr(in[i]) (spec §7.3); in place allowed.
+// launch_swa_translate_kernel: out[i] = tr(in[i]); in place allowed.
 struct SwaTranslateArgs {
   TensorView slot_indices;               // [n] int64
   TensorView full_to_swa_index_mapping;  // [lut_len >= 1] int64

@@ -1,4 +1,4 @@
-// The scatter operation (spec/kernels.md §10): fills the source-of-truth token pool that verify's
+// The scatter operation: fills the source-of-truth token pool that verify's
 // optional token check reads.
 //
 //   for r in [0, bs): rp = req_pool_indices[r]; skip rows outside [0, pool_rows)

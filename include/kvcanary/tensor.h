@@ -32,7 +32,7 @@ enum class DType : uint8_t {
 
 // Bytes per element.
 int64_t ItemSize(DType dtype);
-// "torch.int64" and so on: messages render dtypes as torch does, on every backend (spec §11).
+// "torch.int64" and so on: messages render dtypes as torch does, on every backend.
 const char* DTypeName(DType dtype);
 
 enum class DeviceType : uint8_t { kCPU, kCUDA, kOther };

@@ -1,4 +1,4 @@
-// The verify operation (spec/kernels.md §8): re-checks the records a forward's attention reads.
+// The verify operation: re-checks the records a forward's attention reads.
 //
 // Semantics, as the CPU backend runs them:
 //   kernel_run_counter += 1                      (always, before the enable check)

@@ -1,4 +1,4 @@
-// The write operation (spec/kernels.md §9): stores the record of every token a forward writes.
+// The write operation: stores the record of every token a forward writes.
 //
 // Semantics, as the CPU backend runs them:
 //   kernel_run_counter += 1

@@ -77,7 +77,6 @@ PLAN_BS_BLOCK_SIZE: Final[int] = _C.PLAN_BS_BLOCK_SIZE
 SPLITMIX64_MULTIPLIER_1: Final[int] = _C.SPLITMIX64_MULTIPLIER_1
 SPLITMIX64_MULTIPLIER_2: Final[int] = _C.SPLITMIX64_MULTIPLIER_2
 
-_U64_MASK: Final[int] = (1 << 64) - 1
 
 
 class FailReason(IntFlag):
@@ -114,16 +113,17 @@ CanaryLaunchTag.__doc__ = (
 
 def splitmix64(x: int) -> int:
     """splitmix64 of ``x`` (spec §4.1) as an unsigned 64-bit int; negative ``x`` is read as its
-    two's-complement bit pattern. ``splitmix64(0) == 0``."""
-    return _C.splitmix64(int(x) & _U64_MASK)
+    two's-complement bit pattern; ``x`` outside ``[-2**63, 2**64)`` raises ``ValueError``.
+    ``splitmix64(0) == 0``."""
+    return _C.splitmix64(x)
 
 
 def splitmix64_mix3(a: int, b: int, c: int) -> int:
     """``h = splitmix64(a); h = splitmix64(h ^ b); return splitmix64(h ^ c)`` on u64 (order
     matters); negative inputs are read as two's complement."""
-    return _C.splitmix64_mix3(int(a) & _U64_MASK, int(b) & _U64_MASK, int(c) & _U64_MASK)
+    return _C.splitmix64_mix3(a, b, c)
 
 
 def to_signed_int64(x: int) -> int:
     """The int64 holding the bit pattern of the u64 ``x`` (how hashes are stored in tensors)."""
-    return _C.to_signed_int64(int(x) & _U64_MASK)
+    return _C.to_signed_int64(x)

@@ -6,33 +6,28 @@ from __future__ import annotations
 from typing import Any, Optional
 
 from kvcanary import _kvcanary as _C
-from kvcanary._launch import resolve_stream
+from kvcanary._launch import define_launcher
 from kvcanary.verify import VerifyOrWriteContext
 
 __all__ = ["launch_canary_fused_verify_kernel"]
 
 
-def launch_canary_fused_verify_kernel(
-    *,
-    context: VerifyOrWriteContext,
-    req_pool_indices: Any,
-    prefix_lens: Any,
-    req_to_token: Any,
-    verify_offsets_scratch: Any,
-    verify_num_valid: Any,
-    verify_enable: Any,
-    verify_capacity: int,
-    swa_window_size: int = 0,
-    full_to_swa_index_mapping: Optional[Any] = None,
+launch_canary_fused_verify_kernel = define_launcher(
+    _C.fused_verify,
+    name="launch_canary_fused_verify_kernel",
+    module=__name__,
+    stream_from="context.canary_buf",
+    parameters="""
+    context: VerifyOrWriteContext, req_pool_indices: Any, prefix_lens: Any, req_to_token: Any,
+    verify_offsets_scratch: Any, verify_num_valid: Any, verify_enable: Any, verify_capacity: int,
+    swa_window_size: int = 0, full_to_swa_index_mapping: Optional[Any] = None,
     req_to_verify_expected_tokens: Optional[Any] = None,
     req_to_verify_expected_tokens_valid_lens: Optional[Any] = None,
-    kv_token_id_vs_position_offset: int = 0,
-    check_verify_expected_token: bool = False,
+    kv_token_id_vs_position_offset: int = 0, check_verify_expected_token: bool = False,
     paired_context: Optional[VerifyOrWriteContext] = None,
-    req_to_token_stride0: Optional[int] = None,
-    stream: Any = None,
-) -> None:
-    """Checks exactly what ``launch_plan_entries_kernel`` + ``launch_canary_verify_kernel`` check,
+    req_to_token_stride0: Optional[int] = None""",
+    doc="""\
+    Checks exactly what ``launch_plan_entries_kernel`` + ``launch_canary_verify_kernel`` check,
     deriving each entry from the plan inputs instead of reading plan arrays::
 
         kernel_run_counter += 1
@@ -49,23 +44,5 @@ def launch_canary_fused_verify_kernel(
     CUDA tensors enqueue on ``stream`` (default: torch's current stream for torch tensors), nothing
     synchronises, so the launch may be captured in a CUDA graph. Invalid arguments raise
     ``ValueError`` before anything is written.
-    """
-    _C.fused_verify(
-        context=context,
-        req_pool_indices=req_pool_indices,
-        prefix_lens=prefix_lens,
-        req_to_token=req_to_token,
-        swa_window_size=int(swa_window_size),
-        full_to_swa_index_mapping=full_to_swa_index_mapping,
-        req_to_verify_expected_tokens=req_to_verify_expected_tokens,
-        req_to_verify_expected_tokens_valid_lens=req_to_verify_expected_tokens_valid_lens,
-        kv_token_id_vs_position_offset=int(kv_token_id_vs_position_offset),
-        verify_offsets_scratch=verify_offsets_scratch,
-        verify_num_valid=verify_num_valid,
-        verify_enable=verify_enable,
-        verify_capacity=int(verify_capacity),
-        check_verify_expected_token=bool(check_verify_expected_token),
-        paired_context=paired_context,
-        req_to_token_stride0=req_to_token_stride0,
-        stream=resolve_stream(stream, context.canary_buf),
-    )
+    """,
+)

@@ -7,15 +7,20 @@ from __future__ import annotations
 from typing import Any
 
 from kvcanary import _kvcanary as _C
-from kvcanary._launch import resolve_stream
+from kvcanary._launch import define_launcher
 
 __all__ = ["launch_scatter_req_token_ids_kernel"]
 
 
-def launch_scatter_req_token_ids_kernel(
-    *, flat_in: Any, offsets: Any, req_pool_indices: Any, pool_out: Any, stream: Any = None
-) -> None:
-    """Scatters a flat per-request int64 token sequence into an int32 pool, in place.
+launch_scatter_req_token_ids_kernel = define_launcher(
+    _C.scatter_req_token_ids,
+    name="launch_scatter_req_token_ids_kernel",
+    module=__name__,
+    stream_from="pool_out",
+    parameters="""
+    flat_in: Any, offsets: Any, req_pool_indices: Any, pool_out: Any""",
+    doc="""\
+    Scatters a flat per-request int64 token sequence into an int32 pool, in place.
 
     ``flat_in`` int64 ``[total]``, ``offsets`` int64 ``[bs + 1]``, ``req_pool_indices`` int64
     ``[bs]``, ``pool_out`` int32 ``[pool_rows, pool_width]`` (strides honoured)::
@@ -31,11 +36,5 @@ def launch_scatter_req_token_ids_kernel(
     the plan takes ``valid_lens``). Rank errors raise ``ValueError``, dtype errors a class that
     is both ``ValueError`` and ``TypeError``. CUDA: enqueued on ``stream`` (default: torch's
     current stream for torch tensors), graph-capturable.
-    """
-    _C.scatter_req_token_ids(
-        flat_in=flat_in,
-        offsets=offsets,
-        req_pool_indices=req_pool_indices,
-        pool_out=pool_out,
-        stream=resolve_stream(stream, pool_out),
-    )
+    """,
+)

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any, Optional, Sequence, Union
 
 from kvcanary import _kvcanary as _C
-from kvcanary._launch import fill_, require_torch, resolve_stream
+from kvcanary._launch import define_launcher, fill_, require_torch
 from kvcanary.consts import CANARY_SLOT_BYTES, CanaryLaunchTag, RealKvHashMode
 
 __all__ = [
@@ -138,15 +138,16 @@ class VerifyPlan:
         return self
 
 
-def launch_canary_verify_kernel(
-    *,
-    context: VerifyOrWriteContext,
-    plan: VerifyPlan,
-    check_verify_expected_token: bool = False,
-    paired_context: Optional[VerifyOrWriteContext] = None,
-    stream: Any = None,
-) -> None:
-    """Re-checks the records a forward's attention reads (spec §8). Read-only on ``canary_buf``.
+launch_canary_verify_kernel = define_launcher(
+    _C.verify,
+    name="launch_canary_verify_kernel",
+    module=__name__,
+    stream_from="context.canary_buf",
+    parameters="""
+    context: VerifyOrWriteContext, plan: VerifyPlan, check_verify_expected_token: bool = False,
+    paired_context: Optional[VerifyOrWriteContext] = None""",
+    doc="""\
+    Re-checks the records a forward's attention reads (spec §8). Read-only on ``canary_buf``.
 
     Semantics (``N`` = slots, ``C`` = plan capacity)::
 
@@ -172,14 +173,8 @@ def launch_canary_verify_kernel(
     stream of the device for torch tensors, else the default stream); nothing synchronises, so
     the launch may be captured in a CUDA graph. Invalid arguments raise ``ValueError`` before
     anything is written.
-    """
-    _C.verify(
-        context=context,
-        plan=plan,
-        check_verify_expected_token=bool(check_verify_expected_token),
-        paired_context=paired_context,
-        stream=resolve_stream(stream, context.canary_buf),
-    )
+    """,
+)
 
 
 def compute_slot_hash(canary_buf: Any, slot_idx: int) -> int:
@@ -187,7 +182,7 @@ def compute_slot_hash(canary_buf: Any, slot_idx: int) -> int:
     ``splitmix64(CANARY_CHAIN_ANCHOR)`` for ``slot_idx < 0``, else
     ``splitmix64_mix3(prev_hash, token, position)`` of the record. ``canary_buf`` is uint8
     ``[N, stride]`` or its int64 view ``[N, stride / 8]``."""
-    return _C.compute_slot_hash(canary_buf, int(slot_idx))
+    return _C.compute_slot_hash(canary_buf, slot_idx)
 
 
 def real_kv_hash(
@@ -201,4 +196,4 @@ def real_kv_hash(
         0 if mode == NONE or no sources, else:
         acc = 0; for src in sources: acc = splitmix64(acc ^ fold(src strip of slot_idx))
     """
-    return _C.real_kv_hash(tuple(real_kv_sources), int(slot_idx), int(real_kv_hash_mode))
+    return _C.real_kv_hash(real_kv_sources, slot_idx, real_kv_hash_mode)

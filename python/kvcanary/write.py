@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any, Optional
 
 from kvcanary import _kvcanary as _C
-from kvcanary._launch import fill_, require_torch, resolve_stream
+from kvcanary._launch import define_launcher, fill_, require_torch
 from kvcanary.verify import VerifyOrWriteContext
 
 __all__ = ["WritePlan", "launch_canary_write_kernel"]
@@ -60,20 +60,18 @@ class WritePlan:
         return self
 
 
-def launch_canary_write_kernel(
-    *,
-    context: VerifyOrWriteContext,
-    plan: WritePlan,
-    input_ids: Any,
-    positions: Any,
-    out_cache_loc: Any,
-    enable_write_input_assert: bool = False,
-    expected_input_tokens: Optional[Any] = None,
-    expected_input_positions: Optional[Any] = None,
-    paired_context: Optional[VerifyOrWriteContext] = None,
-    stream: Any = None,
-) -> None:
-    """Stores the record of every token a forward writes (spec §9).
+launch_canary_write_kernel = define_launcher(
+    _C.write,
+    name="launch_canary_write_kernel",
+    module=__name__,
+    stream_from="context.canary_buf",
+    parameters="""
+    context: VerifyOrWriteContext, plan: WritePlan, input_ids: Any, positions: Any,
+    out_cache_loc: Any, enable_write_input_assert: bool = False,
+    expected_input_tokens: Optional[Any] = None, expected_input_positions: Optional[Any] = None,
+    paired_context: Optional[VerifyOrWriteContext] = None""",
+    doc="""\
+    Stores the record of every token a forward writes (spec §9).
 
     ``input_ids``, ``positions`` and ``out_cache_loc`` are the forward's int64 ``[num_tokens]``
     tensors (``out_cache_loc`` already SWA-translated; a negative slot skips the token). The
@@ -100,16 +98,5 @@ def launch_canary_write_kernel(
     inputs, as a second launch would. CUDA tensors enqueue on ``stream`` (default: torch's current
     stream for torch tensors, else the default stream); no synchronisation, graph-capturable.
     Invalid arguments raise ``ValueError`` before anything is written.
-    """
-    _C.write(
-        context=context,
-        plan=plan,
-        input_ids=input_ids,
-        positions=positions,
-        out_cache_loc=out_cache_loc,
-        enable_write_input_assert=bool(enable_write_input_assert),
-        expected_input_tokens=expected_input_tokens,
-        expected_input_positions=expected_input_positions,
-        paired_context=paired_context,
-        stream=resolve_stream(stream, context.canary_buf),
-    )
+    """,
+)

@@ -6,6 +6,7 @@
 
 #include "conversions.h"
 #include "kvcanary/kvcanary.h"
+#include "scalars.h"
 
 namespace py = pybind11;
 using namespace kvcanary;
@@ -62,25 +63,38 @@ PYBIND11_MODULE(_kvcanary, m) {
   // Names (None outside the known set) and hashes (spec §4), on unsigned 64-bit values.
   m.def("launch_tag_name", &LaunchTagName, py::arg("tag"));
   m.def("fail_reason_label", &FailReasonLabel, py::arg("bit"));
-  m.def("splitmix64", &Splitmix64, py::arg("x"));
-  m.def("splitmix64_mix3", &Splitmix64Mix3, py::arg("a"), py::arg("b"), py::arg("c"));
-  m.def("to_signed_int64", &ToSigned, py::arg("x"));
+  // Hash inputs are ints in [-2**63, 2**64), negative ones read as two's complement.
+  m.def(
+      "splitmix64", [](py::handle x) { return Splitmix64(U64Arg(x, "x")); }, py::arg("x"));
+  m.def(
+      "splitmix64_mix3",
+      [](py::handle a, py::handle b, py::handle c) {
+        return Splitmix64Mix3(U64Arg(a, "a"), U64Arg(b, "b"), U64Arg(c, "c"));
+      },
+      py::arg("a"), py::arg("b"), py::arg("c"));
+  m.def(
+      "to_signed_int64", [](py::handle x) { return ToSigned(U64Arg(x, "x")); }, py::arg("x"));
   m.def("compute_slot_hash", &CanaryBuf_SlotHash, py::arg("canary_buf"), py::arg("slot_idx"));
   m.def("real_kv_hash", &RealKvSource_Hash, py::arg("real_kv_sources"), py::arg("slot_idx"),
         py::arg("real_kv_hash_mode"));
-  m.def("validate_real_kv_source", &RealKvSource_Validate, py::arg("tensor"),
-        py::arg("page_size"), py::arg("num_bytes_per_token"), py::arg("read_bytes"));
+  m.def("validate_real_kv_source", &RealKvSource_Validate, py::arg("tensor"), py::arg("page_size"),
+        py::arg("num_bytes_per_token"), py::arg("read_bytes"));
 
   // Plan sizes (V11, V12, W13, W14).
-  m.def("verify_plan_allocation_bytes", &VerifyPlanAllocationBytes, py::arg("verify_capacity"));
-  m.def("write_plan_allocation_bytes", &WritePlanAllocationBytes, py::arg("write_req_capacity"));
+  m.def(
+      "verify_plan_allocation_bytes",
+      [](py::handle n) { return VerifyPlanAllocationBytes(Int64Arg(n, "verify_capacity")); },
+      py::arg("verify_capacity"));
+  m.def(
+      "write_plan_allocation_bytes",
+      [](py::handle n) { return WritePlanAllocationBytes(Int64Arg(n, "write_req_capacity")); },
+      py::arg("write_req_capacity"));
 
   // The ops (spec §7-§10). Keyword-only, as the Python launchers call them.
-  m.def("plan", &Plan_Launch, py::kw_only(), py::arg("verify_plan_out"),
-        py::arg("write_plan_out"), py::arg("req_pool_indices"), py::arg("prefix_lens"),
-        py::arg("extend_seq_lens"), py::arg("req_to_token"), py::arg("swa_window_size"),
-        py::arg("full_to_swa_index_mapping"), py::arg("verify_capacity"),
-        py::arg("req_to_verify_expected_tokens"),
+  m.def("plan", &Plan_Launch, py::kw_only(), py::arg("verify_plan_out"), py::arg("write_plan_out"),
+        py::arg("req_pool_indices"), py::arg("prefix_lens"), py::arg("extend_seq_lens"),
+        py::arg("req_to_token"), py::arg("swa_window_size"), py::arg("full_to_swa_index_mapping"),
+        py::arg("verify_capacity"), py::arg("req_to_verify_expected_tokens"),
         py::arg("req_to_verify_expected_tokens_valid_lens"),
         py::arg("kv_token_id_vs_position_offset"), py::arg("verify_offsets_scratch"),
         py::arg("req_to_token_stride0"), py::arg("stream"));
@@ -89,9 +103,8 @@ PYBIND11_MODULE(_kvcanary, m) {
         py::arg("full_to_swa_index_mapping"), py::arg("out_verify_offsets_scratch"),
         py::arg("out_write_offsets"), py::arg("out_write_seed_slot_indices"),
         py::arg("out_verify_num_valid"), py::arg("out_verify_enable"),
-        py::arg("out_write_num_valid_reqs"), py::arg("swa_window_size"),
-        py::arg("verify_capacity"), py::arg("req_to_token_stride0"), py::arg("lut_len"),
-        py::arg("stream"));
+        py::arg("out_write_num_valid_reqs"), py::arg("swa_window_size"), py::arg("verify_capacity"),
+        py::arg("req_to_token_stride0"), py::arg("lut_len"), py::arg("stream"));
   m.def("plan_entries", &PlanEntries_Launch, py::kw_only(), py::arg("req_pool_indices"),
         py::arg("prefix_lens"), py::arg("req_to_token"), py::arg("full_to_swa_index_mapping"),
         py::arg("verify_offsets_scratch"), py::arg("verify_enable"),

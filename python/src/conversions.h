@@ -14,9 +14,6 @@
 
 namespace kvcanary::python {
 
-// A cudaStream_t as a Python int (0 = the default stream); the Python layer resolves it.
-using StreamInt = std::uintptr_t;
-
 // kvcanary::Error -> ValueError, or KvCanaryTypeError (a ValueError and a TypeError) for the kType
 // category. Adds KvCanaryTypeError to `module`.
 void Error_Register(pybind11::module_& module);
@@ -25,11 +22,12 @@ void Error_Register(pybind11::module_& module);
 void Plan_Launch(pybind11::handle verify_plan_out, pybind11::handle write_plan_out,
                  pybind11::handle req_pool_indices, pybind11::handle prefix_lens,
                  pybind11::handle extend_seq_lens, pybind11::handle req_to_token,
-                 int64_t swa_window_size, pybind11::handle full_to_swa_index_mapping,
-                 int64_t verify_capacity, pybind11::handle req_to_verify_expected_tokens,
+                 pybind11::handle swa_window_size, pybind11::handle full_to_swa_index_mapping,
+                 pybind11::handle verify_capacity, pybind11::handle req_to_verify_expected_tokens,
                  pybind11::handle req_to_verify_expected_tokens_valid_lens,
-                 int64_t kv_token_id_vs_position_offset, pybind11::handle verify_offsets_scratch,
-                 std::optional<int64_t> req_to_token_stride0, StreamInt stream);
+                 pybind11::handle kv_token_id_vs_position_offset,
+                 pybind11::handle verify_offsets_scratch, pybind11::handle req_to_token_stride0,
+                 pybind11::handle stream);
 
 // launch_plan_offsets_kernel (spec §7.4).
 void PlanOffsets_Launch(pybind11::handle req_pool_indices, pybind11::handle prefix_lens,
@@ -39,9 +37,9 @@ void PlanOffsets_Launch(pybind11::handle req_pool_indices, pybind11::handle pref
                         pybind11::handle out_write_offsets,
                         pybind11::handle out_write_seed_slot_indices,
                         pybind11::handle out_verify_num_valid, pybind11::handle out_verify_enable,
-                        pybind11::handle out_write_num_valid_reqs, int64_t swa_window_size,
-                        int64_t verify_capacity, std::optional<int64_t> req_to_token_stride0,
-                        std::optional<int64_t> lut_len, StreamInt stream);
+                        pybind11::handle out_write_num_valid_reqs, pybind11::handle swa_window_size,
+                        pybind11::handle verify_capacity, pybind11::handle req_to_token_stride0,
+                        pybind11::handle lut_len, pybind11::handle stream);
 
 // launch_plan_entries_kernel (spec §7.4).
 void PlanEntries_Launch(pybind11::handle req_pool_indices, pybind11::handle prefix_lens,
@@ -53,53 +51,55 @@ void PlanEntries_Launch(pybind11::handle req_pool_indices, pybind11::handle pref
                         pybind11::handle out_verify_expected_tokens,
                         pybind11::handle out_verify_expected_positions,
                         pybind11::handle out_verify_prev_slot_indices,
-                        int64_t kv_token_id_vs_position_offset, int64_t swa_window_size,
-                        StreamInt stream);
+                        pybind11::handle kv_token_id_vs_position_offset,
+                        pybind11::handle swa_window_size, pybind11::handle stream);
 
 // launch_swa_translate_kernel (spec §7.3).
 void SwaTranslate_Launch(pybind11::handle slot_indices, pybind11::handle full_to_swa_index_mapping,
-                         pybind11::handle out_slot_indices, StreamInt stream);
+                         pybind11::handle out_slot_indices, pybind11::handle stream);
 
 // launch_canary_verify_kernel (spec §8). `context` and `plan` are read by attribute name, so any
 // object with SGLang's field names works; `paired_context` may be None.
 void Verify_Launch(pybind11::handle context, pybind11::handle plan,
-                   bool check_verify_expected_token, pybind11::handle paired_context,
-                   StreamInt stream);
+                   pybind11::handle check_verify_expected_token, pybind11::handle paired_context,
+                   pybind11::handle stream);
 
 // launch_canary_write_kernel (spec §9).
 // FusedVerify (kvcanary): verify with its entries derived from the plan inputs.
 void FusedVerify_Launch(pybind11::handle context, pybind11::handle req_pool_indices,
                         pybind11::handle prefix_lens, pybind11::handle req_to_token,
-                        int64_t swa_window_size, pybind11::handle full_to_swa_index_mapping,
+                        pybind11::handle swa_window_size,
+                        pybind11::handle full_to_swa_index_mapping,
                         pybind11::handle req_to_verify_expected_tokens,
                         pybind11::handle req_to_verify_expected_tokens_valid_lens,
-                        int64_t kv_token_id_vs_position_offset,
+                        pybind11::handle kv_token_id_vs_position_offset,
                         pybind11::handle verify_offsets_scratch, pybind11::handle verify_num_valid,
-                        pybind11::handle verify_enable, int64_t verify_capacity,
-                        bool check_verify_expected_token, pybind11::handle paired_context,
-                        std::optional<int64_t> req_to_token_stride0, StreamInt stream);
+                        pybind11::handle verify_enable, pybind11::handle verify_capacity,
+                        pybind11::handle check_verify_expected_token,
+                        pybind11::handle paired_context, pybind11::handle req_to_token_stride0,
+                        pybind11::handle stream);
 
 void Write_Launch(pybind11::handle context, pybind11::handle plan, pybind11::handle input_ids,
                   pybind11::handle positions, pybind11::handle out_cache_loc,
-                  bool enable_write_input_assert, pybind11::handle expected_input_tokens,
-                  pybind11::handle expected_input_positions, pybind11::handle paired_context,
-                  StreamInt stream);
+                  pybind11::handle enable_write_input_assert,
+                  pybind11::handle expected_input_tokens, pybind11::handle expected_input_positions,
+                  pybind11::handle paired_context, pybind11::handle stream);
 
 // launch_scatter_req_token_ids_kernel (spec §10).
 void Scatter_Launch(pybind11::handle flat_in, pybind11::handle offsets,
                     pybind11::handle req_pool_indices, pybind11::handle pool_out,
-                    StreamInt stream);
+                    pybind11::handle stream);
 
 // RealKvSource construction checks R1-R7 (spec §11); throws the first failure.
-void RealKvSource_Validate(pybind11::handle tensor, int64_t page_size, int64_t num_bytes_per_token,
-                           int64_t read_bytes);
+void RealKvSource_Validate(pybind11::handle tensor, pybind11::handle page_size,
+                           pybind11::handle num_bytes_per_token, pybind11::handle read_bytes);
 
 // real_kv_hash(real_kv_sources, slot_idx, real_kv_hash_mode) of spec §4.3, read now (CPU only).
-uint64_t RealKvSource_Hash(pybind11::sequence real_kv_sources, int64_t slot_idx,
-                           int32_t real_kv_hash_mode);
+uint64_t RealKvSource_Hash(pybind11::handle real_kv_sources, pybind11::handle slot_idx,
+                           pybind11::handle real_kv_hash_mode);
 
 // compute_slot_hash(canary_buf, slot_idx) of spec §4.2 (CPU only); canary_buf is uint8 [N, stride]
 // or its int64 view [N, stride / 8].
-uint64_t CanaryBuf_SlotHash(pybind11::handle canary_buf, int64_t slot_idx);
+uint64_t CanaryBuf_SlotHash(pybind11::handle canary_buf, pybind11::handle slot_idx);
 
 }  // namespace kvcanary::python

@@ -4,6 +4,7 @@
 
 #include <pybind11/pybind11.h>
 
+#include <optional>
 #include <string_view>
 #include <vector>
 
@@ -26,13 +27,21 @@ class ImportScope {
 
   // None becomes an absent view (the C++ spelling of None). Anything else must implement
   // __dlpack__; a DLPack 1.0 export is asked for first (it carries the read-only flag), the
-  // pre-1.0 one otherwise. Throws TypeError naming `name` for an object DLPack cannot describe.
+  // pre-1.0 one otherwise. Read-only and bool numpy arrays, which a pre-1.0 numpy refuses to
+  // export, come through the buffer protocol (read-only kept); torch bool tensors as their bytes.
+  // Throws kvcanary::Error (kType) naming `name` for an object neither can describe.
   TensorView Import(pybind11::handle object, std::string_view name);
 
  private:
+  TensorView ImportRefused(pybind11::handle object, std::string_view name,
+                           pybind11::error_already_set& refusal);
+  TensorView ImportCapsule(pybind11::handle capsule, std::string_view name,
+                           std::optional<DType> dtype_override);
+  TensorView ImportBuffer(pybind11::handle object, std::string_view name);
+
   struct Owned {
-    void* managed;    // DLManagedTensor* or DLManagedTensorVersioned*
-    bool versioned;   // which of the two, so the right deleter runs
+    void* managed;  // DLManagedTensor*, DLManagedTensorVersioned* or Py_buffer*
+    enum Kind { kLegacy, kVersioned, kBuffer } kind;  // so the right release runs
   };
   std::vector<Owned> owned_;
 };

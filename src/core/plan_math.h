@@ -1,4 +1,4 @@
-// Per-row arithmetic of the plan operation (spec/kernels.md §7.2, §7.3), shared by both backends.
+// Per-row arithmetic of the plan operation, shared by both backends.
 // Index arithmetic wraps (two's complement): only invalid inputs reach the wrap, and wrapping keeps
 // it defined. Every read is clamped (D3, D4, D7), so no input can read out of bounds.
 #pragma once

@@ -1,4 +1,4 @@
-// The real-KV fingerprint of one slot (spec/kernels.md §4.3), shared by both backends.
+// The real-KV fingerprint of one slot, shared by both backends.
 #pragma once
 
 #include <cstdint>

@@ -68,7 +68,7 @@ KVC_HOST_DEVICE void StoreRecord(uint8_t* record_bytes, const Record& record) {
   memcpy(record_bytes, &record, sizeof(record));
 }
 
-// Byte offsets of the record words (spec/kernels.md §1) that a backend may store separately.
+// Byte offsets of the record words that a backend may store separately.
 inline constexpr int64_t kRecordPrevHashOffset = 16;
 inline constexpr int64_t kRecordRealKvHashOffset = 24;
 

@@ -1,4 +1,4 @@
-// One verify entry (spec/kernels.md §6.1): what a plan stores per prefix record to check, and what
+// One verify entry: what a plan stores per prefix record to check, and what
 // the fused verify derives in the kernel instead.
 #pragma once
 

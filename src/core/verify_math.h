@@ -1,4 +1,4 @@
-// The check of one verify entry (spec/kernels.md §8), shared by both backends, and the entries the
+// The check of one verify entry, shared by both backends, and the entries the
 // fused verify derives from the plan inputs.
 #pragma once
 
@@ -66,7 +66,7 @@ KVC_HOST_DEVICE int64_t CheckEntry(const LaunchParams& launch, bool check_token,
   return bits;
 }
 
-// Entry e of a plan (spec §8: the expected token counts only when the check is on).
+// Entry e of a plan (the expected token counts only when the check is on).
 KVC_HOST_DEVICE VerifyEntry PlannedEntry(const VerifyParams& p, int64_t e) {
   return VerifyEntry{p.slot_indices[e], p.prev_slot_indices[e], p.expected_positions[e],
                      p.check_token ? p.expected_tokens[e] : -1};

@@ -1,4 +1,4 @@
-// Two's-complement index arithmetic that wraps instead of overflowing (spec/kernels.md §1): only
+// Two's-complement index arithmetic that wraps instead of overflowing: only
 // invalid inputs reach the wrap, and wrapping keeps every such input defined.
 #pragma once
 

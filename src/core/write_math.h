@@ -1,4 +1,4 @@
-// The per-row chain of the write operation (spec/kernels.md §9), shared by both backends. Only the
+// The per-row chain of the write operation, shared by both backends. Only the
 // running hash is serial; a backend may compute the real-KV fingerprints of a row's tokens in
 // parallel and feed them to AdvanceChain in order.
 #pragma once
@@ -51,7 +51,7 @@ KVC_HOST_DEVICE bool IsWrittenToken(const WriteParams& p, int64_t i) {
   return slot >= 0 && slot < p.launch.num_slots;
 }
 
-// The write-input assert of one token (spec §9): true, with `row` filled, when the token or the
+// The write-input assert of one token: true, with `row` filled, when the token or the
 // position differs from what the engine expected.
 KVC_HOST_DEVICE bool InputAssertFails(const LaunchParams& launch, int64_t slot, int64_t token,
                                       int64_t position, int64_t expected_token,

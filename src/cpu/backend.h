@@ -1,5 +1,5 @@
-// The CPU backend: the reference implementation of every op. Each function runs the loop that
-// spec/kernels.md gives for its op, on validated parameters, and returns when done. Parallel only
+// The CPU backend: the reference implementation of every op. Each function runs the loop its
+// public header documents, on validated parameters, and returns when done. Parallel only
 // where the result cannot change: violation rows are recorded in the documented order.
 #pragma once
 

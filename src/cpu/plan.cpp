@@ -1,4 +1,4 @@
-// CPU reference of the plan operation (spec/kernels.md §7).
+// CPU reference of the plan operation.
 #include <algorithm>
 #include <vector>
 

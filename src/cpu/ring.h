@@ -1,4 +1,4 @@
-// Recording violation rows on the CPU (spec/kernels.md §5): reserve seq = write_index++, store the
+// Recording violation rows on the CPU: reserve seq = write_index++, store the
 // row when seq lies in [0, capacity), drop it otherwise. Single-threaded: callers collect rows in
 // parallel and record them in order, so the ring order is deterministic.
 #pragma once

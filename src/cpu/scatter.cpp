@@ -1,4 +1,4 @@
-// CPU reference of the scatter operation (spec/kernels.md §10).
+// CPU reference of the scatter operation.
 #include "cpu/backend.h"
 
 namespace kvcanary::cpu {

@@ -1,4 +1,4 @@
-// CPU reference of the verify operation (spec/kernels.md §8) and of the fused verify (entries
+// CPU reference of the verify operation and of the fused verify (entries
 // derived from the plan inputs). Entries are checked in parallel chunks; each chunk keeps its rows
 // and the rows are recorded in entry order afterwards.
 #include <algorithm>

@@ -1,4 +1,4 @@
-// CPU reference of the write operation (spec/kernels.md §9). Every seed is read before any record
+// CPU reference of the write operation. Every seed is read before any record
 // is written; the real-KV fingerprints (independent per token) are computed in parallel; each
 // row's chain then runs serially, recording rows in row, then token, order.
 #include <vector>

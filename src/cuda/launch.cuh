@@ -66,7 +66,7 @@ int PersistentGrid(Kernel kernel, int threads, int64_t max_items) {
 // memory.
 
 // Reserves seq = write_index++ and stores the row when seq lies in [0, capacity). The system-scope
-// fence makes the row visible to the host no later than the end of the launch (spec §5).
+// fence makes the row visible to the host no later than the end of the launch.
 __device__ inline void RecordViolation(const LaunchParams& launch, const ViolationRow& row) {
   const int seq = atomicAdd(reinterpret_cast<int*>(launch.write_index), 1);
   if (seq < 0 || seq >= launch.ring_capacity) return;

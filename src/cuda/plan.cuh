@@ -1,4 +1,4 @@
-// The plan kernels (spec/kernels.md §7): PlanOffsetsKernel (one block: per-row lengths, a block
+// The plan kernels: PlanOffsetsKernel (one block: per-row lengths, a block
 // scan, seeds and counts) and PlanEntriesKernel (a grid-stride pass over the verify entries, each
 // finding its row by binary search over the scratch offsets). Neither has a batch-size ceiling:
 // the offsets block walks any number of rows, a chunk per thread.

@@ -1,5 +1,5 @@
-// ScatterKernel (spec/kernels.md §10): one block per batch row (grid-stride over rows), the row's
-// columns spread over the block's threads. SwaTranslateKernel (§7.3): elementwise.
+// ScatterKernel: one block per batch row (grid-stride over rows), the row's
+// columns spread over the block's threads. SwaTranslateKernel: elementwise.
 #pragma once
 
 #include "core/plan_math.h"

@@ -1,4 +1,4 @@
-// WriteKernel (spec/kernels.md §9): one block per batch row (grid-stride over rows) and no block
+// WriteKernel: one block per batch row (grid-stride over rows) and no block
 // barrier. Warp h < num_halves runs half h's chain; the other warps fold the real-KV fingerprints.
 // The two kinds of warp store disjoint words of each record (the chain warp token, position and
 // prev_hash; the fingerprint warps real_kv_hash), so neither waits for the other: the spec lets a

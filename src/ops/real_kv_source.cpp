@@ -1,9 +1,10 @@
-// RealKvSource construction (rows R1-R7 of spec/kernels.md §11) and the two host-side hash
+// RealKvSource construction (rows R1-R7 of the validation table) and the two host-side hash
 // helpers of the Python API (real_kv_hash, compute_slot_hash).
 #include <cstdint>
 
 #include "core/real_kv.h"
 #include "core/record.h"
+#include "kvcanary/checked.h"
 #include "kvcanary/context.h"
 #include "kvcanary/error.h"
 #include "ops/check.h"
@@ -33,17 +34,22 @@ void ValidateRealKvSource(const RealKvSource& source) {
     ThrowError("kv-canary: RealKvSource.tensor must be at least 2-D, got shape ", t.ShapeString());
   }
   const int64_t itemsize = ItemSize(t.dtype());
-  const int64_t row_stride_bytes = t.stride(0) * itemsize;
+  const int64_t row_stride_bytes =
+      CheckedMul("RealKvSource.tensor row stride bytes", t.stride(0), itemsize);
   if (row_stride_bytes % kRealKvBlockBytes != 0) {
     ThrowError("kv-canary: RealKvSource.tensor row stride must be a multiple of 16 bytes, got ",
                row_stride_bytes, " bytes (shape=", t.ShapeString(), ", strides=", t.StridesString(),
                ", dtype=", DTypeName(t.dtype()), ")");
   }
-  const int64_t dim1_bytes = t.size(1) * itemsize;
-  if (dim1_bytes < source.page_size * nb) {
+  // Both products come from the caller: wrapped, a small page_size x num_bytes_per_token would
+  // pass the width check below and the kernels would read past each row.
+  const int64_t dim1_bytes = CheckedMul("RealKvSource.tensor dim-1 bytes", t.size(1), itemsize);
+  const int64_t page_bytes =
+      CheckedMul("RealKvSource page_size x num_bytes_per_token", source.page_size, nb);
+  if (dim1_bytes < page_bytes) {
     ThrowError("kv-canary: RealKvSource row is too narrow for its slot layout: dim-1 is ",
                dim1_bytes, " bytes but page_size=", source.page_size, " x num_bytes_per_token=", nb,
-               " needs ", source.page_size * nb);
+               " needs ", page_bytes);
   }
   const auto address = reinterpret_cast<uintptr_t>(t.data());
   if (address % kRealKvBlockBytes != 0) {

@@ -1,4 +1,4 @@
-// launch_scatter_req_token_ids_kernel: validation (spec/kernels.md §11, rows S1-S4) and dispatch.
+// launch_scatter_req_token_ids_kernel: validation (rows S1-S4 of docs/validation.md) and dispatch.
 #include "kvcanary/scatter.h"
 
 #include "cpu/backend.h"

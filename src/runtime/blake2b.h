@@ -1,4 +1,4 @@
-// BLAKE2b (RFC 7693), unkeyed, for the token oracle's request-id hash (spec/runtime.md §11).
+// BLAKE2b (RFC 7693), unkeyed, for the token oracle's request-id hash.
 // The digest length is part of the parameter block, so an 8-byte digest is not a prefix of the
 // 64-byte one; callers ask for the length they need.
 #pragma once

@@ -23,6 +23,7 @@
 #include "kvcanary/runtime/health.h"
 #include "kvcanary/runtime/stats.h"
 #include "runtime/delayed_read.h"
+#include "runtime/incident_file.h"
 #include "runtime/perturbation.h"
 #include "runtime/runtime_state.h"
 #include "runtime/verify_path.h"
@@ -144,7 +145,7 @@ class CanaryManager::Impl final : public PerturbationHost {
   // canary_report.cpp
   void PumpViolations();
   void ReportNewRows(int64_t write_index);
-  // Appends the rows to config_.incident_file as JSON lines (no-op when unset).
+  // Appends the rows to the incident file as JSON lines (no-op when unset).
   void AppendIncidents(const std::vector<ViolationRow>& rows);
   void CheckHealth();
   void LogStats();
@@ -203,6 +204,8 @@ class CanaryManager::Impl final : public PerturbationHost {
   int64_t verify_entries_bound_ = 0;
   int64_t token_pool_width_ = 0;
   int64_t device_bytes_ = 0;
+  // Config::incident_file, checked at install (incident_file.h).
+  IncidentFile incident_file_;
 
   // What changes as the engine runs.
   DeviceState state_;

@@ -2,18 +2,26 @@
 // the per-forward workspace, all allocated here and never per step.
 #include <algorithm>
 #include <sstream>
+#include <string>
+#include <string_view>
 
+#include "kvcanary/checked.h"
 #include "kvcanary/error.h"
 #include "runtime/canary_impl.h"
 
 namespace kvcanary::runtime {
 namespace {
 
-DeviceBuffer Int64Buffer(Device device, int64_t count) { return DeviceBuffer(device, count * 8); }
+// `count` int64 values; `what` names the buffer if count x 8 bytes overflows.
+DeviceBuffer Int64Buffer(Device device, int64_t count, std::string_view what) {
+  return DeviceBuffer(device, CheckedMul(what, count, 8));
+}
 
-int64_t CheckedProduct(int64_t a, int64_t b) {
-  int64_t product = 0;
-  return __builtin_mul_overflow(a, b, &product) ? INT64_MAX : product;
+// A group's record buffer of `slots` 32-byte records (device or host mirror).
+int64_t RecordBufferBytes(const GroupSpec& spec, const char* slots_name, int64_t slots) {
+  return CheckedMul(std::string("group ") + GroupKindName(spec.kind) + " " + slots_name +
+                        " x 32 record bytes",
+                    slots, kCanarySlotBytes);
 }
 
 // §3.2: real-KV sources fingerprint layer 0 only; a row width that is not a positive multiple of
@@ -80,6 +88,7 @@ CanaryManager::Impl::Impl(const Config& config, const InstallArgs& args)
   if (!args.req_to_token.defined() || args.req_to_token.ndim() != 2) {
     ThrowError("kv-canary: req_to_token must be a 2-D int32 tensor");
   }
+  incident_file_ = IncidentFile(config.incident_file);  // refuses a path it cannot append to
   const int64_t rows = args.req_to_token.size(0);
   const int64_t width = args.req_to_token.size(1);
   capacities_ = args.capacities.has_value()
@@ -109,10 +118,11 @@ CanaryManager::Impl::Impl(const Config& config, const InstallArgs& args)
     for (int i = 0; i < 4; ++i) {
       const bool v_buffer = i % 2 == 1;
       if (v_buffer && !group.has_v) continue;
-      group.buffers[i] = DeviceBuffer(device_, spec.num_slots * kCanarySlotBytes);
+      group.buffers[i] =
+          DeviceBuffer(device_, RecordBufferBytes(spec, "num_slots", spec.num_slots));
       if (spec.host_slots > 0) {
-        group.host_mirrors[i] =
-            DeviceBuffer(Device::CPU(), spec.host_slots * kCanarySlotBytes, /*pinned=*/true);
+        group.host_mirrors[i] = DeviceBuffer(
+            Device::CPU(), RecordBufferBytes(spec, "host_slots", spec.host_slots), /*pinned=*/true);
       }
     }
     group.host_slots = spec.host_slots;
@@ -137,14 +147,18 @@ CanaryManager::Impl::Impl(const Config& config, const InstallArgs& args)
   std::sort(active_tags_.begin(), active_tags_.end());
 
   // Device state (§3.4).
-  state_.ring = Int64Buffer(device_, config.ring_capacity * kViolationFields);
+  state_.ring = Int64Buffer(
+      device_, CheckedMul("violation ring fields", config.ring_capacity, kViolationFields),
+      "violation ring bytes");
   state_.write_index = DeviceBuffer(device_, 4);
-  state_.kernel_counters = Int64Buffer(device_, kNumLaunchTags);
-  state_.slot_counters = Int64Buffer(device_, kNumLaunchTags);
+  state_.kernel_counters = Int64Buffer(device_, kNumLaunchTags, "kernel counters");
+  state_.slot_counters = Int64Buffer(device_, kNumLaunchTags, "slot counters");
   state_.chain_assert_flag = DeviceBuffer(device_, 4);
   if (config.enable_verify_token_assert) {
     token_pool_width_ = width;
-    state_.expected_token_pool = DeviceBuffer(device_, rows * width * 4);
+    state_.expected_token_pool = DeviceBuffer(
+        device_, CheckedMul("expected token pool bytes (req_to_token rows x width x 4)", rows,
+                            width, 4));
   }
 
   // Per inner forward workspace (§3.4), sized by the capacities.
@@ -163,21 +177,25 @@ CanaryManager::Impl::Impl(const Config& config, const InstallArgs& args)
       per_group.write_plan = WritePlanView{w.View(DType::kInt64, {req_cap + 1}, 0),
                                            w.View(DType::kInt64, {req_cap}, 8 * (req_cap + 1)),
                                            w.View(DType::kInt32, {1}, 8 * (2 * req_cap + 1))};
-      if (group.spec.kind == GroupKind::kSwa) per_group.swa_slots = Int64Buffer(device_, entry_cap);
+      if (group.spec.kind == GroupKind::kSwa) {
+        per_group.swa_slots = Int64Buffer(device_, entry_cap, "SWA slots");
+      }
       forward.groups.push_back(std::move(per_group));
     }
-    forward.expected_tokens = Int64Buffer(device_, entry_cap);
-    forward.expected_positions = Int64Buffer(device_, entry_cap);
-    forward.valid_lens = Int64Buffer(device_, req_cap);
+    forward.expected_tokens = Int64Buffer(device_, entry_cap, "expected tokens");
+    forward.expected_positions = Int64Buffer(device_, entry_cap, "expected positions");
+    forward.valid_lens = Int64Buffer(device_, req_cap, "valid lens");
     const int64_t scratches =
         verify_path_->ScratchesPerForward(static_cast<int64_t>(groups_.size()));
-    forward.plan_scratch = Int64Buffer(device_, scratches * (req_cap + 1));
+    forward.plan_scratch = Int64Buffer(
+        device_, CheckedMul("plan scratch values", scratches, CheckedAdd("req rows", req_cap, 1)),
+        "plan scratch");
     forward.snapshot_enable = DeviceBuffer(device_, 4 * static_cast<int64_t>(groups_.size()));
     forward.overflow_read =
         std::make_unique<DelayedRead>(device_, 4 * static_cast<int64_t>(groups_.size()));
   }
   // Sweeps stage their walk here, in chunks of the verify capacity.
-  sweep_.walk = Int64Buffer(device_, 3 * verify_cap);
+  sweep_.walk = Int64Buffer(device_, CheckedMul("sweep walk values", 3, verify_cap), "sweep walk");
   for (size_t g = 0; g < groups_.size(); ++g) {
     if (verify_path_->CanOverflow()) {
       sweep_.plans.push_back(forwards_[0].groups[g].verify_plan);
@@ -187,7 +205,9 @@ CanaryManager::Impl::Impl(const Config& config, const InstallArgs& args)
       sweep_.plan_memory.push_back(std::move(plan.memory));
     }
   }
-  verify_entries_bound_ = std::min<int64_t>(kMaxDeviceCount, CheckedProduct(req_cap, width));
+  // Saturates: the bound only caps a count, so a product past int64 means "no cap below".
+  verify_entries_bound_ =
+      std::min<int64_t>(kMaxDeviceCount, TryMul(req_cap, width).value_or(kMaxDeviceCount));
 
   reporter_.pump_read = std::make_unique<DelayedRead>(device_, 4);
   if (config.allreduce_violation_signal) {
@@ -230,7 +250,9 @@ Capacities CanaryManager::Impl::WithinWorkspaceBudget(Capacities capacities,
   // longest row safe, so only that lower bound is kept.
   int64_t record_bytes = 0;
   for (const GroupState& group : groups_) {
-    record_bytes += (group.has_v ? 4 : 2) * kCanarySlotBytes * group.spec.num_slots;
+    record_bytes = CheckedAdd("record bytes", record_bytes,
+                              CheckedMul("group record bytes", group.has_v ? 4 : 2,
+                                         kCanarySlotBytes, group.spec.num_slots));
   }
   const WorkspaceShape shape{capacities, static_cast<int>(groups_.size()),
                              args_.num_inner_forwards};

@@ -4,6 +4,7 @@
 #include <iomanip>
 #include <sstream>
 
+#include "kvcanary/checked.h"
 #include "kvcanary/error.h"
 #include "runtime/canary_impl.h"
 
@@ -167,8 +168,8 @@ std::vector<CanaryManager::BufferInfo> CanaryManager::TransferBuffers(GroupKind 
   // Splice order: k_head, k_tail, v_head, v_tail.
   for (int b : {0, 2, 1, 3}) {
     if (group.buffers[b].data() == nullptr) continue;
-    list.push_back(BufferInfo{group.buffers[b].data(), group.spec.num_slots * kCanarySlotBytes,
-                              kCanarySlotBytes * page_size});
+    list.push_back(BufferInfo{group.buffers[b].data(), group.buffers[b].bytes(),
+                              CheckedMul("transfer page bytes", kCanarySlotBytes, page_size)});
   }
   return list;
 }

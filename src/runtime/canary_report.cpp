@@ -4,7 +4,6 @@
 // except the reporter's ring read, which only runs once a violation is known to exist.
 #include <algorithm>
 #include <cstring>
-#include <fstream>
 #include <numeric>
 
 #include "kvcanary/error.h"
@@ -108,15 +107,11 @@ void CanaryManager::Impl::ReportNewRows(int64_t /*staged_write_index*/) {
 }
 
 void CanaryManager::Impl::AppendIncidents(const std::vector<ViolationRow>& rows) {
-  if (config_.incident_file.empty()) return;
-  // Opened per report (rare) in append mode, so an external rotation or truncation is honoured
-  // and several ranks may share one file line by line.
-  std::ofstream out(config_.incident_file, std::ios::app);
-  for (const ViolationRow& row : rows) out << FormatIncidentJson(row, step_.outer) << '\n';
-  out.flush();
-  if (!out) {
-    Log(LogLevel::kWarning, "kv-canary: could not append " + std::to_string(rows.size()) +
-                                " incident(s) to incident_file '" + config_.incident_file + "'");
+  if (!incident_file_.enabled()) return;
+  std::vector<std::string> lines;
+  for (const ViolationRow& row : rows) lines.push_back(FormatIncidentJson(row, step_.outer));
+  if (const std::optional<std::string> warning = incident_file_.Append(lines)) {
+    Log(LogLevel::kWarning, *warning);
   }
 }
 

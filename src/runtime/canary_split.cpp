@@ -1,4 +1,4 @@
-// Never blind (spec/runtime.md §4.8, R1): when a step's verify entries exceed the plan capacity,
+// Never blind (R1 in docs/ARCHITECTURE.md): when a step's verify entries exceed the plan capacity,
 // SGLang skips the step's verify; kvcanary cuts the batch into row ranges that fit and verifies
 // each range outside the graph, so every prefix record is still checked.
 #include <algorithm>

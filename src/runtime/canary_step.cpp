@@ -1,4 +1,4 @@
-// The four-phase step protocol (spec/runtime.md §4): phase 1 and 4 run on the host outside any
+// The four-phase step protocol: phase 1 and 4 run on the host outside any
 // graph; phases 2 and 3 only enqueue ops on the compute stream, so an engine may capture them.
 #include <algorithm>
 
@@ -24,7 +24,7 @@ void CanaryManager::Impl::Transition(ForwardState& forward, Phase expected, Phas
 void CanaryManager::Impl::CheckForwardInput(const ForwardState& forward, const ForwardBatch& batch,
                                             const ForwardHostInput& host) const {
   CheckTransition(forward, Phase::kIdle, Phase::kAfterPreOut);
-  // Capacity checks (§4.2): the text up to ';' is SGLang's.
+  // Capacity checks: the text up to ';' is SGLang's.
   if (batch.batch_size > capacities_.write_req_capacity) {
     ThrowError("kv-canary: forward_batch.batch_size=", batch.batch_size,
                " exceeds pre-allocated write_req_capacity=", capacities_.write_req_capacity,
@@ -95,7 +95,7 @@ void CanaryManager::Impl::BeginStep(const StepInput& input) {
     forward.host = host;
     forward.has_batch = true;
 
-    // Expected-token pool (§10).
+    // Expected-token pool.
     forward.has_valid_lens = false;
     if (config_.enable_verify_token_assert && !host.req_all_ids_lens.empty()) {
       const int64_t bs = static_cast<int64_t>(host.req_pool_indices.size());
@@ -103,7 +103,7 @@ void CanaryManager::Impl::BeginStep(const StepInput& input) {
       for (int64_t r = 0; r < bs; ++r) offsets[r + 1] = offsets[r] + host.req_all_ids_lens[r];
       UploadTokenPool(forward, offsets);
     }
-    // Expected inputs of the write-input assert (§4.3, §11).
+    // Expected inputs of the write-input assert.
     forward.write_assert = config_.enable_write_input_assert;
     if (forward.write_assert) {
       CopyBytesAsync(forward.expected_tokens.data(), host.expected_input_tokens.data(),
@@ -113,7 +113,7 @@ void CanaryManager::Impl::BeginStep(const StepInput& input) {
     }
     DecideSplit(forward);
   }
-  // Perturbations (§12) land before the HEAD split verification reads the prefix.
+  // Perturbations land before the HEAD split verification reads the prefix.
   if (perturber_) perturber_->BeforeForward();
   for (size_t i = 0; i < count; ++i) RunSplitVerify(forwards_[i], Stage::kHead);
   step_.in_step = true;
@@ -206,7 +206,7 @@ void CanaryManager::Impl::PostForward(int inner) {
   ForwardState& forward = ForwardAt(inner);
   Transition(forward, Phase::kAfterPreMaybeIn, Phase::kAfterPostMaybeIn);
   LaunchEndpoints(inner, Stage::kTail);
-  // Snapshot (§4.4): later inner forwards overwrite the live plans; phase 4 reads this copy.
+  // Snapshot: later inner forwards overwrite the live plans; phase 4 reads this copy.
   for (size_t g = 0; g < groups_.size(); ++g) {
     CopyBytesAsync(forward.snapshot_enable.data_as<char>() + 4 * g,
                    forward.groups[g].verify_plan.enable.data(), 4, device_, stream_);
@@ -265,7 +265,7 @@ void CanaryManager::Impl::EndStep() {
     TickOverflowWarner(forward);
     RunSplitVerify(forward, Stage::kTail);
   }
-  // After TAIL stored the fingerprints: the next step's TAIL must catch this flip (§12).
+  // After TAIL stored the fingerprints: the next step's TAIL must catch this flip.
   if (perturber_) perturber_->AfterForward();
   MaybeSweep();
   step_.outer += 1;

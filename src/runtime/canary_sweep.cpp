@@ -1,4 +1,4 @@
-// Periodic sweep (spec/runtime.md §9): re-verifies the TAIL records of every cached prefix, which
+// Periodic sweep: re-verifies the TAIL records of every cached prefix, which
 // catches corruption of slots that no running request reads. Runs eagerly in phase 4, through
 // the sweep plan (inner forward 0's, free by then, unless verify is fused), in chunks of the
 // verify capacity: never dropped.

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "kvcanary/checked.h"
 #include "kvcanary/error.h"
 #include "kvcanary/format.h"
 #include "kvcanary/plan.h"
@@ -15,16 +16,6 @@ void CheckPositive(const char* name, int64_t value) {
 
 void CheckNonNegative(const char* name, int64_t value) {
   if (value < 0) ThrowError("kv-canary: ", name, " must be non-negative, got ", value);
-}
-
-// Engines pass sizes straight from their arguments; a product past int64 is a configuration
-// error, not something to wrap silently into a small (or negative) capacity.
-int64_t CheckedMultiply(const char* name, int64_t a, int64_t b) {
-  int64_t product = 0;
-  if (__builtin_mul_overflow(a, b, &product)) {
-    ThrowError("kv-canary: ", name, " overflows int64 (", a, " x ", b, ")");
-  }
-  return product;
 }
 
 }  // namespace
@@ -42,11 +33,11 @@ Capacities Capacities::FromArgs(int64_t req_to_token_pool_size, int64_t max_seq_
 
   Capacities capacities;
   capacities.verify_capacity =
-      std::max(CheckedMultiply("per_forward_verify_capacity", 3, pool_slot_count),
+      std::max(CheckedMul("per_forward_verify_capacity", 3, pool_slot_count),
                max_seq_len_per_req);
   capacities.write_req_capacity = std::max(cuda_graph_max_bs, req_to_token_pool_size);
   const int64_t decode_tokens =
-      CheckedMultiply("per_forward_write_entry_capacity", capacities.write_req_capacity,
+      CheckedMul("per_forward_write_entry_capacity", capacities.write_req_capacity,
                       std::max<int64_t>(1, speculative_num_draft_tokens));
   const bool chunk_limited = chunked_prefill_size.has_value() && *chunked_prefill_size >= 0;
   const int64_t prefill_tokens =
@@ -76,14 +67,17 @@ int64_t ForwardWorkspaceBytes(const Capacities& capacities, int num_groups) {
   const int64_t groups = num_groups;
   const int64_t req = capacities.write_req_capacity;
   const int64_t entry = capacities.write_entry_capacity;
-  const int64_t plans = groups * (VerifyPlanAllocationBytes(capacities.verify_capacity) +
-                                  WritePlanAllocationBytes(req));
-  const int64_t expected_inputs = 16 * entry;
-  const int64_t plan_input = 32 * req;
-  const int64_t scratch = 8 * (req + 1);
-  const int64_t swa_slots = groups * 8 * entry;
-  return plans + expected_inputs + plan_input + scratch + swa_slots +
-         ForwardSnapshotBytes(num_groups);
+  // Capacities may come from the engine as given; every product is checked.
+  const int64_t plans =
+      CheckedMul("workspace plan bytes", groups,
+                 CheckedAdd("plan bytes", VerifyPlanAllocationBytes(capacities.verify_capacity),
+                            WritePlanAllocationBytes(req)));
+  const int64_t expected_inputs = CheckedMul("expected input bytes", 16, entry);
+  const int64_t plan_input = CheckedMul("plan input bytes", 32, req);
+  const int64_t scratch = CheckedMul("plan scratch bytes", 8, CheckedAdd("req rows", req, 1));
+  const int64_t swa_slots = CheckedMul("SWA slot bytes", groups, 8, entry);
+  return CheckedAdd("forward workspace bytes", plans, expected_inputs, plan_input, scratch,
+                    swa_slots, ForwardSnapshotBytes(num_groups));
 }
 
 }  // namespace kvcanary::runtime

@@ -5,7 +5,9 @@
 #include <cmath>
 #include <cstdlib>
 #include <sstream>
+#include <utility>
 
+#include "kvcanary/checked.h"
 #include "kvcanary/error.h"
 
 namespace kvcanary::runtime {
@@ -27,6 +29,28 @@ std::string Lower(std::string_view value) {
 // The normalized form every enum and bool parser compares against.
 std::string Normalize(std::string_view value) { return Lower(Trim(value)); }
 
+// The names of an enum's values in value order (0, 1, 2, ...): one table serves both the name
+// of a value and the parse of a name.
+constexpr const char* kModeNames[] = {"none", "log", "raise"};
+constexpr const char* kRealDataNames[] = {"none", "partial", "all"};
+constexpr const char* kGroupKindNames[] = {"FULL", "SWA"};
+
+template <typename Enum, size_t N>
+const char* NameOf(const char* const (&names)[N], Enum value, const char* unknown = "unknown") {
+  const auto index = static_cast<size_t>(value);
+  return index < N ? names[index] : unknown;
+}
+
+// The value whose name equals `value` ignoring case and surrounding spaces.
+template <typename Enum, size_t N>
+std::optional<Enum> FindName(const char* const (&names)[N], std::string_view value) {
+  const std::string normalized = Normalize(value);
+  for (size_t i = 0; i < N; ++i) {
+    if (normalized == Lower(names[i])) return static_cast<Enum>(i);
+  }
+  return std::nullopt;
+}
+
 const char* BoolName(bool value) { return value ? "true" : "false"; }
 
 // Applies `parse` to the variable when it is set; `apply` receives the parsed value.
@@ -47,6 +71,37 @@ auto EnumParser(ParseEnum parse_enum) {
   };
 }
 
+// Every integer setting of Config: its variable, its field name and its range (docs/limits.md).
+// FromEnv checks a parsed value under the variable's name, Validate under the field's.
+struct IntSetting {
+  const char* var;
+  const char* field;
+  int64_t Config::*member;
+  int64_t lo;
+  int64_t hi;
+};
+
+constexpr IntSetting kIntSettings[] = {
+    {"KVCANARY_SWEEP_INTERVAL", "sweep_interval", &Config::sweep_interval, 0, kMaxStepInterval},
+    {"KVCANARY_RING_CAPACITY", "ring_capacity", &Config::ring_capacity, 1, kMaxRingCapacity},
+    {"KVCANARY_STATS_PRINT_EVERY_N_STEPS", "stats_print_every_n_steps",
+     &Config::stats_print_every_n_steps, 0, kMaxStepInterval},
+    {"KVCANARY_SWA_DIVERGENCE_STATS_INTERVAL", "swa_divergence_stats_interval",
+     &Config::swa_divergence_stats_interval, 0, kMaxStepInterval},
+};
+
+// Every boolean setting of Config and its variable.
+constexpr std::pair<const char*, bool Config::*> kBoolSettings[] = {
+    {"KVCANARY_ENABLE_WRITE_INPUT_ASSERT", &Config::enable_write_input_assert},
+    {"KVCANARY_ENABLE_VERIFY_TOKEN_ASSERT", &Config::enable_verify_token_assert},
+    {"KVCANARY_ENABLE_TOKEN_ORACLE", &Config::enable_token_oracle},
+    {"KVCANARY_ENABLE_MHA_V", &Config::enable_mha_v},
+    {"KVCANARY_VERIFY_BACKUP", &Config::verify_backup},
+    {"KVCANARY_REPORT_UNTOUCHED_ROWS", &Config::report_untouched_rows},
+    {"KVCANARY_ALLREDUCE_VIOLATION_SIGNAL", &Config::allreduce_violation_signal},
+    {"KVCANARY_FUSED_VERIFY", &Config::fused_verify},
+};
+
 // A seed is any 64-bit pattern: a negative integer or one above INT64_MAX are both accepted.
 std::optional<uint64_t> ParseSeed(std::string_view var, std::string_view value) {
   const std::string_view trimmed = Trim(value);
@@ -63,31 +118,9 @@ std::optional<uint64_t> ParseSeed(std::string_view var, std::string_view value) 
 
 }  // namespace
 
-const char* ModeName(Mode mode) {
-  switch (mode) {
-    case Mode::kNone: return "none";
-    case Mode::kLog: return "log";
-    case Mode::kRaise: return "raise";
-  }
-  return "unknown";
-}
-
-const char* RealDataName(RealKvHashMode mode) {
-  switch (mode) {
-    case RealKvHashMode::kNone: return "none";
-    case RealKvHashMode::kPartial: return "partial";
-    case RealKvHashMode::kAll: return "all";
-  }
-  return "unknown";
-}
-
-const char* GroupKindName(GroupKind kind) {
-  switch (kind) {
-    case GroupKind::kFull: return "FULL";
-    case GroupKind::kSwa: return "SWA";
-  }
-  return "UNKNOWN";
-}
+const char* ModeName(Mode mode) { return NameOf(kModeNames, mode); }
+const char* RealDataName(RealKvHashMode mode) { return NameOf(kRealDataNames, mode); }
+const char* GroupKindName(GroupKind kind) { return NameOf(kGroupKindNames, kind, "UNKNOWN"); }
 
 EnvLookup ProcessEnv() {
   return [](const std::string& name) -> std::optional<std::string> {
@@ -98,25 +131,17 @@ EnvLookup ProcessEnv() {
 }
 
 Mode ParseMode(std::string_view value) {
-  const std::string normalized = Normalize(value);
-  if (normalized == "none") return Mode::kNone;
-  if (normalized == "log") return Mode::kLog;
-  if (normalized == "raise") return Mode::kRaise;
+  if (const auto mode = FindName<Mode>(kModeNames, value)) return *mode;
   ThrowError("kv-canary: mode must be one of none/log/raise, got '", value, "'");
 }
 
 RealKvHashMode ParseRealData(std::string_view value) {
-  const std::string normalized = Normalize(value);
-  if (normalized == "none") return RealKvHashMode::kNone;
-  if (normalized == "partial") return RealKvHashMode::kPartial;
-  if (normalized == "all") return RealKvHashMode::kAll;
+  if (const auto mode = FindName<RealKvHashMode>(kRealDataNames, value)) return *mode;
   ThrowError("kv-canary: real_data must be one of none/partial/all, got '", value, "'");
 }
 
 GroupKind ParseGroupKind(std::string_view raw) {
-  const std::string normalized = Normalize(raw);
-  if (normalized == "full") return GroupKind::kFull;
-  if (normalized == "swa") return GroupKind::kSwa;
+  if (const auto kind = FindName<GroupKind>(kGroupKindNames, raw)) return *kind;
   ThrowError("kv-canary: KVCANARY_PERTURB_TARGET_GROUP must be one of 'full' / 'swa', got '", raw,
              "'");
 }
@@ -159,14 +184,11 @@ std::optional<double> ParseNumber(std::string_view var, std::string_view value) 
 }
 
 void Config::Validate() const {
-  if (sweep_interval < 0) {
-    ThrowError("kv-canary: sweep_interval must be non-negative, got ", sweep_interval);
+  for (const IntSetting& setting : kIntSettings) {
+    CheckInRange(setting.field, this->*setting.member, setting.lo, setting.hi);
   }
   if (sweep_interval > 0 && mode == Mode::kNone) {
     ThrowError("kv-canary: sweep_interval > 0 requires mode in {log, raise}");
-  }
-  if (ring_capacity <= 0) {
-    ThrowError("kv-canary: ring_capacity must be positive, got ", ring_capacity);
   }
 }
 
@@ -193,24 +215,15 @@ Config Config::FromEnv(const EnvLookup& env) {
   ReadVar(env, "KVCANARY_MODE", EnumParser(ParseMode), [&](Mode v) { config.mode = v; });
   ReadVar(env, "KVCANARY_REAL_DATA", EnumParser(ParseRealData),
           [&](RealKvHashMode v) { config.real_data = v; });
-  const auto read_int = [&](const char* var, int64_t& field) {
-    ReadVar(env, var, ParseInt, [&](int64_t v) { field = v; });
-  };
-  const auto read_bool = [&](const char* var, bool& field) {
-    ReadVar(env, var, ParseBool, [&](bool v) { field = v; });
-  };
-  read_int("KVCANARY_SWEEP_INTERVAL", config.sweep_interval);
-  read_int("KVCANARY_RING_CAPACITY", config.ring_capacity);
-  read_int("KVCANARY_STATS_PRINT_EVERY_N_STEPS", config.stats_print_every_n_steps);
-  read_bool("KVCANARY_ENABLE_WRITE_INPUT_ASSERT", config.enable_write_input_assert);
-  read_bool("KVCANARY_ENABLE_VERIFY_TOKEN_ASSERT", config.enable_verify_token_assert);
-  read_bool("KVCANARY_ENABLE_TOKEN_ORACLE", config.enable_token_oracle);
-  read_bool("KVCANARY_ENABLE_MHA_V", config.enable_mha_v);
-  read_int("KVCANARY_SWA_DIVERGENCE_STATS_INTERVAL", config.swa_divergence_stats_interval);
-  read_bool("KVCANARY_VERIFY_BACKUP", config.verify_backup);
-  read_bool("KVCANARY_REPORT_UNTOUCHED_ROWS", config.report_untouched_rows);
-  read_bool("KVCANARY_ALLREDUCE_VIOLATION_SIGNAL", config.allreduce_violation_signal);
-  read_bool("KVCANARY_FUSED_VERIFY", config.fused_verify);
+  for (const IntSetting& setting : kIntSettings) {
+    ReadVar(env, setting.var, ParseInt, [&](int64_t v) {
+      CheckInRange(setting.var, v, setting.lo, setting.hi);
+      config.*setting.member = v;
+    });
+  }
+  for (const auto& [var, member] : kBoolSettings) {
+    ReadVar(env, var, ParseBool, [&](bool v) { config.*member = v; });
+  }
   // A path is taken as given, trimmed; an empty value is unset like every other variable.
   if (const std::optional<std::string> path = env("KVCANARY_INCIDENT_FILE")) {
     config.incident_file = std::string(Trim(*path));
@@ -232,12 +245,8 @@ void PerturbConfig::Validate() const {
       {"KVCANARY_PERTURB_REAL_KV_POST_FORWARD_PROB", real_kv_post_forward_prob},
       {"KVCANARY_PERTURB_NEXT_TOKEN_SWAP_PROB", next_token_swap_prob},
   };
-  for (const auto& [var, probability] : probabilities) {
-    // Written as a negated range test so NaN is rejected too.
-    if (!(probability >= 0.0 && probability <= 1.0)) {
-      ThrowError("kv-canary: ", var, " must be in [0, 1], got ", probability);
-    }
-  }
+  for (const auto& [var, probability] : probabilities) CheckInRange(var, probability, 0.0, 1.0);
+  CheckInRange("KVCANARY_PERTURB_WARMUP_STEPS", warmup_steps, int64_t{0}, kMaxStepInterval);
 }
 
 GroupKind PerturbConfig::RequireTargetGroup(std::string_view perturbation) const {

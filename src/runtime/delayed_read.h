@@ -1,5 +1,5 @@
-// DelayedRead: a value copied device-to-host in step T and consumed in step T+1 (spec/runtime.md
-// §5), so the host never waits on work it just enqueued. Two pinned slots alternate: the copy of
+// DelayedRead: a value copied device-to-host in step T and consumed in step T+1, so
+// the host never waits on work it just enqueued. Two pinned slots alternate: the copy of
 // step T+1 never overwrites the bytes step T's consumer is about to read.
 #pragma once
 

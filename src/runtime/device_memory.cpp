@@ -2,10 +2,12 @@
 // code, so this file builds with the host compiler; without KVC_HAVE_CUDA a CUDA device is an error.
 #include "kvcanary/runtime/device_memory.h"
 
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <utility>
 
+#include "kvcanary/checked.h"
 #include "kvcanary/error.h"
 
 #ifdef KVC_HAVE_CUDA
@@ -16,6 +18,9 @@ namespace kvcanary::runtime {
 namespace {
 
 constexpr int64_t kAlignment = 256;
+
+// Buffers holding memory now, across all devices: what a refused install must leave unchanged.
+std::atomic<int64_t> live_buffers{0};
 
 bool IsCuda(Device device) { return device.type == DeviceType::kCUDA; }
 
@@ -49,30 +54,43 @@ class CurrentDevice {
 DeviceBuffer::DeviceBuffer(Device device, int64_t bytes, bool pinned)
     : bytes_(bytes), device_(device), pinned_(pinned && !IsCuda(device)) {
   if (bytes < 0) ThrowError("kv-canary: buffer size must be non-negative, got ", bytes);
-  const int64_t rounded = (bytes + kAlignment - 1) / kAlignment * kAlignment;
+  const int64_t rounded =
+      CheckedAdd("buffer size rounded to 256 bytes", bytes, kAlignment - 1) / kAlignment *
+      kAlignment;
   if (rounded == 0) return;
-  if (IsCuda(device)) {
+  data_ = Allocate(rounded);
+  live_buffers.fetch_add(1, std::memory_order_relaxed);
+}
+
+void* DeviceBuffer::Allocate(int64_t rounded) {
+  void* data = nullptr;
+  if (IsCuda(device_)) {
 #ifdef KVC_HAVE_CUDA
-    CurrentDevice scope(device);
-    Check(cudaMalloc(&data_, rounded), "cudaMalloc");
-    Check(cudaMemset(data_, 0, rounded), "cudaMemset");
-    return;
+    CurrentDevice scope(device_);
+    Check(cudaMalloc(&data, rounded), "cudaMalloc");
+    const cudaError_t zeroed = cudaMemset(data, 0, rounded);
+    if (zeroed != cudaSuccess) cudaFree(data);
+    Check(zeroed, "cudaMemset");
+    return data;
 #else
     NoCuda();
 #endif
   }
 #ifdef KVC_HAVE_CUDA
   if (pinned_ && CudaDeviceAvailable()) {
-    Check(cudaHostAlloc(&data_, rounded, cudaHostAllocDefault), "cudaHostAlloc");
-    std::memset(data_, 0, rounded);
-    return;
+    Check(cudaHostAlloc(&data, rounded, cudaHostAllocDefault), "cudaHostAlloc");
+    std::memset(data, 0, rounded);
+    return data;
   }
 #endif
   pinned_ = false;
-  data_ = std::aligned_alloc(kAlignment, rounded);
-  if (data_ == nullptr) ThrowError("kv-canary: out of host memory allocating ", bytes, " bytes");
-  std::memset(data_, 0, rounded);
+  data = std::aligned_alloc(kAlignment, rounded);
+  if (data == nullptr) ThrowError("kv-canary: out of host memory allocating ", bytes_, " bytes");
+  std::memset(data, 0, rounded);
+  return data;
 }
+
+int64_t LiveBufferCount() { return live_buffers.load(std::memory_order_relaxed); }
 
 DeviceBuffer::~DeviceBuffer() { Release(); }
 
@@ -103,14 +121,15 @@ void DeviceBuffer::Release() {
   std::free(data_);
 #endif
   data_ = nullptr;
+  live_buffers.fetch_sub(1, std::memory_order_relaxed);
 }
 
 TensorView DeviceBuffer::View(DType dtype, const std::vector<int64_t>& shape,
                               int64_t byte_offset) const {
-  int64_t numel = 1;
-  for (int64_t extent : shape) numel *= extent;
-  if (byte_offset < 0 || byte_offset + numel * ItemSize(dtype) > bytes_) {
-    ThrowError("kv-canary: a view of ", numel * ItemSize(dtype), " bytes at offset ", byte_offset,
+  int64_t view_bytes = ItemSize(dtype);
+  for (int64_t extent : shape) view_bytes = CheckedMul("buffer view bytes", view_bytes, extent);
+  if (byte_offset < 0 || CheckedAdd("buffer view end", byte_offset, view_bytes) > bytes_) {
+    ThrowError("kv-canary: a view of ", view_bytes, " bytes at offset ", byte_offset,
                " does not fit a buffer of ", bytes_, " bytes");
   }
   return TensorView(static_cast<char*>(data_) + byte_offset, dtype, device_, shape);
@@ -181,46 +200,39 @@ bool CudaDeviceAvailable() {
 #endif
 }
 
-OwnedStream::OwnedStream(Device device) : device_(device) {
+OwnedCudaHandle::OwnedCudaHandle(Device device, Kind kind) : kind_(kind) {
   if (!IsCuda(device)) return;
 #ifdef KVC_HAVE_CUDA
   CurrentDevice scope(device);
-  cudaStream_t stream = nullptr;
-  Check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate");
-  stream_ = stream;
+  if (kind == Kind::kStream) {
+    cudaStream_t stream = nullptr;
+    Check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate");
+    handle_ = stream;
+  } else {
+    cudaEvent_t event = nullptr;
+    Check(cudaEventCreateWithFlags(&event, cudaEventDisableTiming), "cudaEventCreate");
+    handle_ = event;
+  }
 #else
   NoCuda();
 #endif
 }
 
-OwnedStream::~OwnedStream() {
+OwnedCudaHandle::~OwnedCudaHandle() {
 #ifdef KVC_HAVE_CUDA
-  if (stream_ != nullptr) cudaStreamDestroy(static_cast<cudaStream_t>(stream_));
-#endif
-}
-
-DeviceEvent::DeviceEvent(Device device) : device_(device) {
-  if (!IsCuda(device)) return;
-#ifdef KVC_HAVE_CUDA
-  CurrentDevice scope(device);
-  cudaEvent_t event = nullptr;
-  Check(cudaEventCreateWithFlags(&event, cudaEventDisableTiming), "cudaEventCreate");
-  event_ = event;
-#else
-  NoCuda();
-#endif
-}
-
-DeviceEvent::~DeviceEvent() {
-#ifdef KVC_HAVE_CUDA
-  if (event_ != nullptr) cudaEventDestroy(static_cast<cudaEvent_t>(event_));
+  if (handle_ == nullptr) return;
+  if (kind_ == Kind::kStream) {
+    cudaStreamDestroy(static_cast<cudaStream_t>(handle_));
+  } else {
+    cudaEventDestroy(static_cast<cudaEvent_t>(handle_));
+  }
 #endif
 }
 
 void DeviceEvent::Record(StreamHandle stream) {
 #ifdef KVC_HAVE_CUDA
-  if (event_ != nullptr) {
-    Check(cudaEventRecord(static_cast<cudaEvent_t>(event_), static_cast<cudaStream_t>(stream)),
+  if (handle_ != nullptr) {
+    Check(cudaEventRecord(static_cast<cudaEvent_t>(handle_), static_cast<cudaStream_t>(stream)),
           "cudaEventRecord");
   }
 #else
@@ -230,9 +242,9 @@ void DeviceEvent::Record(StreamHandle stream) {
 
 void DeviceEvent::BlockStream(StreamHandle stream) const {
 #ifdef KVC_HAVE_CUDA
-  if (event_ != nullptr) {
+  if (handle_ != nullptr) {
     Check(cudaStreamWaitEvent(static_cast<cudaStream_t>(stream),
-                              static_cast<cudaEvent_t>(event_), 0),
+                              static_cast<cudaEvent_t>(handle_), 0),
           "cudaStreamWaitEvent");
   }
 #else
@@ -242,8 +254,8 @@ void DeviceEvent::BlockStream(StreamHandle stream) const {
 
 void DeviceEvent::Synchronize() const {
 #ifdef KVC_HAVE_CUDA
-  if (event_ != nullptr) {
-    Check(cudaEventSynchronize(static_cast<cudaEvent_t>(event_)), "cudaEventSynchronize");
+  if (handle_ != nullptr) {
+    Check(cudaEventSynchronize(static_cast<cudaEvent_t>(handle_)), "cudaEventSynchronize");
   }
 #endif
 }

@@ -37,7 +37,7 @@ bool HealthChecker::ShouldStage(int64_t outer_step) const {
 
 std::vector<int> HealthChecker::ExpectedTags(bool sweep_ran_since_previous_check) const {
   // SGLang expects SWEEP tags whenever sweeps are on, which is a false alarm for intervals above
-  // the check period; a sweep counter can only move if a pass ran (§17 R4).
+  // the check period; a sweep counter can only move if a pass ran (R4 in docs/ARCHITECTURE.md).
   const bool expect_sweep = sweep_interval_ > 0 && sweep_ran_since_previous_check;
   std::vector<int> expected;
   for (const int tag : active_tags_) {

@@ -1,4 +1,4 @@
-// Fault injection (spec/runtime.md §12). Everything here runs on the host outside any graph: it
+// Fault injection. Everything here runs on the host outside any graph: it
 // reads and writes device memory with stream-ordered copies followed by a synchronisation, so a
 // corruption is in place before the next enqueued launch reads it.
 #include "runtime/perturbation.h"

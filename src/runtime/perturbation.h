@@ -1,4 +1,4 @@
-// Fault injection (spec/runtime.md §12): corrupts the state a detection path watches, once per
+// Fault injection: corrupts the state a detection path watches, once per
 // step with a configured probability, so a test can prove that path is live. Testing only; an
 // engine never enables it in production.
 //
@@ -59,7 +59,7 @@ struct FlipAddress {
   int64_t col = -1;
 };
 
-// §12 flip addressing. A defined `full_to_swa` (an SWA group; int32 or int64, read from its
+// Flip addressing. A defined `full_to_swa` (an SWA group; int32 or int64, read from its
 // device) first translates the logical slot; then row = slot / page_size and col = (slot %
 // page_size) * num_bytes_per_token. nullopt when the logical slot is negative or outside the
 // table, the translated slot is negative, or the row is outside the source.
@@ -103,10 +103,10 @@ class Perturber {
     int64_t seq_len = 0;
   };
 
-  // The §12 gate: probability, warm-up, batch, then one Bernoulli draw.
+  // The gate: probability, warm-up, batch, then one Bernoulli draw.
   bool ShouldRun(const char* name, double probability, int64_t step, bool has_batch);
   // A random group of the target kind with K sources; -1 (after an INFO) when there is none.
-  // Throws the §2.3 error when the target group is unset.
+  // Throws the config's target-group error when the target group is unset.
   int PickGroup(const char* name);
   void Skip(const char* name, const std::string& reason) const;
   // XORs 0xFF into the first byte of `logical_slot`'s strip in a random K source of the group.

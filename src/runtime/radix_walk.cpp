@@ -34,7 +34,7 @@ RadixWalk WalkRadix(const RadixView& view, bool unlocked_only, bool swa_resident
     stack.pop_back();
     const std::vector<int64_t> slots = view.DeviceSlots(pending.node);
     // A unified SWA cache locks its SWA component separately; a residency-filtered walk asks for
-    // that lock (§9 lock state).
+    // that lock.
     const bool skipped = (unlocked_only && view.IsLocked(pending.node, swa_resident_only)) ||
                          (swa_resident_only && !view.IsSwaResident(pending.node));
     if (!skipped) {
@@ -46,7 +46,7 @@ RadixWalk WalkRadix(const RadixView& view, bool unlocked_only, bool swa_resident
     }
     // After a host-only node the device predecessor of the next resident slot is unknown, so the
     // chain check of that one entry is disabled (0) rather than pointed at a slot that does not
-    // precede it (§17 R5).
+    // precede it (R5 in docs/ARCHITECTURE.md).
     const int64_t next_chain_slot = slots.empty() ? 0 : slots.back();
     PushChildren(view.Children(pending.node), pending.depth + view.KeyLength(pending.node),
                  next_chain_slot, stack);

@@ -1,6 +1,6 @@
 // PD disaggregation: the prefill engine's side and the decode engine's side of a KV transfer.
 // The transfer moves pages of every buffer in the spliced buf-info list, so the canary records
-// travel with the KV exactly as spec/runtime.md §14 has a transfer engine carry them.
+// travel with the KV exactly as an engine's transfer carries them.
 #include <algorithm>
 
 #include "kvcanary/error.h"

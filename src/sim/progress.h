@@ -1,5 +1,5 @@
 // A one-line progress bar on stderr for long simulator runs: shown when a person watches (stderr
-// is a terminal), silent otherwise, so redirected output stays clean (spec/sim.md §3).
+// is a terminal), silent otherwise, so redirected output stays clean.
 #pragma once
 
 #include <chrono>

@@ -1,4 +1,4 @@
-// What a simulator run found (spec/sim.md §3): the injections with their detection, the
+// What a simulator run found: the injections with their detection, the
 // violations no injection explains, coverage and speed; the per-class summary; the verdict and
 // exit status; and the table printed at the end of a run. The same content as JSON: report_json.h.
 #pragma once
@@ -87,13 +87,13 @@ struct FaultClassRow {
 };
 
 // A row for every enabled class (injected or not, so a class the engine found no target for
-// shows as 0) and for any class injected without being enabled, in §2 order.
+// shows as 0) and for any class injected without being enabled, in FaultKind order.
 std::vector<FaultClassRow> SummarizeFaults(const ScenarioReport& report);
 
 // The injections that were not detected, in injection order.
 std::vector<Injection> UndetectedInjections(const ScenarioReport& report);
 
-// §3: every injection detected and no false positive.
+// The verdict: every injection detected and no false positive.
 bool Passed(const ScenarioReport& report);
 // The process exit status for a run of these scenarios: 0 when all passed, else 1.
 int ExitCode(const std::vector<ScenarioReport>& reports);

@@ -1,5 +1,5 @@
 // RunScenario: drives one engine through a scenario with the fault injector and turns what it
-// saw into the report (spec/sim.md §3).
+// saw into the report.
 #include "sim/run_sim.h"
 
 #include <algorithm>

@@ -1,5 +1,5 @@
-// The simulator's entry point: runs one scenario end to end (spec/sim.md §1-§2) and returns its
-// report (§3).
+// The simulator's entry point: runs one scenario end to end and returns its
+// report.
 #pragma once
 
 #include <cstdint>

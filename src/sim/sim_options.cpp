@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "kvcanary/runtime/device_memory.h"
+#include "sim/sim_flags.h"
 
 namespace kvcanary::sim {
 namespace {
@@ -313,6 +314,7 @@ void ValidateOptions(const SimOptions& options) {
   if (options.steps == 0 && options.num_requests == 0) {
     Throw("--steps and --requests are both 0: the run would never end");
   }
+  CheckFlagMaxima(options);
   ValidatePool(options);
   ValidateWorkload(options);
   ValidateTiers(options);

@@ -182,9 +182,11 @@ TEST(CanaryManager, IncidentFileGetsOneJsonLinePerShownViolation) {
       << lines[1];
 }
 
+// A file that passed the install check and then fails every write (/dev/full: a full disk).
 TEST(CanaryManager, UnwritableIncidentFileWarnsAndKeepsReporting) {
+  if (!std::filesystem::exists("/dev/full")) GTEST_SKIP() << "no /dev/full";
   FakeEngineOptions options = LogOptions();
-  options.config.incident_file = "/nonexistent-kvcanary-dir/incidents.jsonl";
+  options.config.incident_file = "/dev/full";
   FakeEngine engine(options);
   Seen seen;
   Listen(engine, seen);
@@ -192,6 +194,7 @@ TEST(CanaryManager, UnwritableIncidentFileWarnsAndKeepsReporting) {
   engine.Step();
   ASSERT_FALSE(seen.rows.empty());
   EXPECT_TRUE(engine.log.Contains("WARNING kv-canary: could not append"));
+  EXPECT_TRUE(engine.log.Contains("'/dev/full': No space left on device (failure 1;"));
   EXPECT_TRUE(engine.log.Contains("WARNING kv_canary violation: launch_tag="));
 }
 

@@ -122,11 +122,11 @@ TEST(Config, ValidateRejectsInvalidCombinations) {
   config.mode = Mode::kLog;
   config.sweep_interval = -1;
   EXPECT_EQ(ErrorMessage([&] { config.Validate(); }),
-            "kv-canary: sweep_interval must be non-negative, got -1");
+            "kv-canary: sweep_interval must be in [0, 2147483647], got -1");
   config.sweep_interval = 0;
   config.ring_capacity = 0;
   EXPECT_EQ(ErrorMessage([&] { config.Validate(); }),
-            "kv-canary: ring_capacity must be positive, got 0");
+            "kv-canary: ring_capacity must be in [1, 16777216], got 0");
   config.ring_capacity = 1;
   EXPECT_NO_THROW(config.Validate());
 }
@@ -226,6 +226,87 @@ TEST(PerturbConfig, ToStringShowsUnsetTarget) {
   EXPECT_NE(config.ToString().find("target_group=unset"), std::string::npos);
   config.target_group = GroupKind::kFull;
   EXPECT_NE(config.ToString().find("target_group=FULL"), std::string::npos);
+}
+
+// Every integer variable: its name, its range, and a value on each side of it.
+struct IntVar {
+  const char* var;
+  int64_t lo;
+  int64_t hi;
+};
+constexpr IntVar kIntVars[] = {
+    {"KVCANARY_SWEEP_INTERVAL", 0, kMaxStepInterval},
+    {"KVCANARY_RING_CAPACITY", 1, kMaxRingCapacity},
+    {"KVCANARY_STATS_PRINT_EVERY_N_STEPS", 0, kMaxStepInterval},
+    {"KVCANARY_SWA_DIVERGENCE_STATS_INTERVAL", 0, kMaxStepInterval},
+};
+
+// The message names the variable, the allowed range and the value given.
+std::string RangeMessage(const IntVar& v, int64_t value) {
+  return "kv-canary: " + std::string(v.var) + " must be in [" + std::to_string(v.lo) + ", " +
+         std::to_string(v.hi) + "], got " + std::to_string(value);
+}
+
+// The mode a sweep interval needs, so that only the range can refuse.
+Config FromEnvWith(const char* var, const std::string& value) {
+  return Config::FromEnv(MapEnv({{"KVCANARY_MODE", "log"}, {var, value}}));
+}
+
+TEST(ConfigLimits, EveryIntegerVariableIsRangeCheckedByName) {
+  for (const IntVar& v : kIntVars) {
+    SCOPED_TRACE(v.var);
+    EXPECT_NO_THROW(FromEnvWith(v.var, std::to_string(v.lo)));
+    EXPECT_NO_THROW(FromEnvWith(v.var, std::to_string(v.hi)));
+    EXPECT_EQ(ErrorMessage([&] { FromEnvWith(v.var, std::to_string(v.lo - 1)); }),
+              RangeMessage(v, v.lo - 1));
+    EXPECT_EQ(ErrorMessage([&] { FromEnvWith(v.var, std::to_string(v.hi + 1)); }),
+              RangeMessage(v, v.hi + 1));
+  }
+}
+
+// An unbounded ring used to size its buffer as capacity x 64 bytes, which wraps for a capacity
+// of 2^58 and more: a small buffer the kernels then wrote far past.
+TEST(ConfigLimits, RingCapacityWhoseBytesWrapIsRefused) {
+  const IntVar ring = kIntVars[1];
+  const int64_t wrapping = int64_t{1} << 58;
+  EXPECT_EQ(ErrorMessage([&] { FromEnvWith(ring.var, std::to_string(wrapping)); }),
+            RangeMessage(ring, wrapping));
+  Config config;
+  config.ring_capacity = wrapping;
+  EXPECT_EQ(ErrorMessage([&] { config.Validate(); }),
+            "kv-canary: ring_capacity must be in [1, 16777216], got 288230376151711744");
+}
+
+TEST(ConfigLimits, NumericVariablesAreParsedWhole) {
+  for (const IntVar& v : kIntVars) {
+    for (const char* junk : {"12x", "1 2", "0x10", "1e3", "9223372036854775808"}) {
+      EXPECT_EQ(ErrorMessage([&] { FromEnvWith(v.var, junk); }),
+                "kv-canary: " + std::string(v.var) + " must be an integer, got '" + junk + "'");
+    }
+  }
+  EXPECT_EQ(ErrorMessage([] {
+              PerturbConfig::FromEnv(MapEnv({{"KVCANARY_PERTURB_WARMUP_STEPS", "5 steps"}}));
+            }),
+            "kv-canary: KVCANARY_PERTURB_WARMUP_STEPS must be an integer, got '5 steps'");
+  EXPECT_EQ(ErrorMessage([] {
+              PerturbConfig::FromEnv(MapEnv({{"KVCANARY_PERTURB_SEED", "7seven"}}));
+            }),
+            "kv-canary: KVCANARY_PERTURB_SEED must be an integer, got '7seven'");
+  EXPECT_EQ(ErrorMessage([] {
+              PerturbConfig::FromEnv(MapEnv({{"KVCANARY_PERTURB_NEXT_TOKEN_SWAP_PROB", "0.5%"}}));
+            }),
+            "kv-canary: KVCANARY_PERTURB_NEXT_TOKEN_SWAP_PROB must be a number, got '0.5%'");
+}
+
+TEST(ConfigLimits, PerturbationWarmupAndProbabilitiesAreRangeChecked) {
+  EXPECT_EQ(ErrorMessage([] {
+              PerturbConfig::FromEnv(MapEnv({{"KVCANARY_PERTURB_WARMUP_STEPS", "-1"}}));
+            }),
+            "kv-canary: KVCANARY_PERTURB_WARMUP_STEPS must be in [0, 2147483647], got -1");
+  EXPECT_EQ(ErrorMessage([] {
+              PerturbConfig::FromEnv(MapEnv({{"KVCANARY_PERTURB_REQ_TO_TOKEN_PROB", "inf"}}));
+            }),
+            "kv-canary: KVCANARY_PERTURB_REQ_TO_TOKEN_PROB must be in [0, 1], got inf");
 }
 
 }  // namespace

@@ -1,5 +1,5 @@
-// CanaryManager: the host runtime an engine installs once and calls around every forward
-// (spec/runtime.md §3-§9). It owns the canary buffers and the per-forward workspace, runs the
+// CanaryManager: the host runtime an engine installs once and calls around every forward.
+// It owns the canary buffers and the per-forward workspace, runs the
 // four-phase step protocol through ops/, reads violations back one step late without
 // synchronising the hot path, and reports them (log lines, a listener, metrics).
 //
@@ -35,7 +35,7 @@
 
 namespace kvcanary::runtime {
 
-// One buffer group of the KV pool (§3.2): FULL, or SWA with its full->SWA table.
+// One buffer group of the KV pool: FULL, or SWA with its full->SWA table.
 struct GroupSpec {
   GroupKind kind = GroupKind::kFull;
   int64_t num_slots = 0;  // slots of the group's own slot space (its canary buffers' rows)
@@ -47,7 +47,7 @@ struct GroupSpec {
   int64_t bytes_per_token = 0;
   // SWA only: int64 [full_pool_size + 1] full slot -> SWA slot (0 = not resident), on the device.
   TensorView full_to_swa;
-  int64_t host_slots = 0;  // > 0: host-offload sidecar mirrors of this many slots (§13)
+  int64_t host_slots = 0;  // > 0: host-offload sidecar mirrors of this many slots
 };
 
 struct InstallArgs {
@@ -66,13 +66,13 @@ struct InstallArgs {
   bool graph_capture = false;                  // the engine captures forwards in CUDA graphs
   bool piecewise_capture = false;
   int num_inner_forwards = 1;  // > 1 for a multi-step draft worker
-  // Replaces the §3.5 capacities (tests force small plans to exercise split verification).
+  // Replaces the default capacities (capacities.h) (tests force small plans to exercise split verification).
   std::optional<Capacities> capacities;
   LogSink* log = nullptr;  // defaults to StderrLogSink()
-  // Config::allreduce_violation_signal: how ranks share the error flag (§16). Null = one rank.
+  // Config::allreduce_violation_signal: how ranks share the error flag. Null = one rank.
   // Must outlive the runtime.
   ViolationSignalReducer* signal_reducer = nullptr;
-  // Fault injection (§12), testing only: any probability > 0 installs the perturber.
+  // Fault injection, testing only: any probability > 0 installs the perturber.
   PerturbConfig perturb;
 };
 
@@ -99,10 +99,10 @@ struct ForwardHostInput {
   std::vector<int64_t> req_pool_indices;
   std::vector<int64_t> prefix_lens;
   std::vector<int64_t> extend_seq_lens;
-  // enable_verify_token_assert: each row's prompt then output ids (§10).
+  // enable_verify_token_assert: each row's prompt then output ids.
   std::vector<int64_t> req_all_ids_flat;
   std::vector<int64_t> req_all_ids_lens;
-  // enable_write_input_assert: what each written token should be (the token oracle, §11).
+  // enable_write_input_assert: what each written token should be (the token oracle).
   std::vector<int64_t> expected_input_tokens;
   std::vector<int64_t> expected_input_positions;
 };
@@ -112,7 +112,7 @@ struct StepInput {
   std::vector<ForwardHostInput> host;        // one per inner forward
 };
 
-// What raise mode throws: the text of every new violation message, joined by newlines (§6.2).
+// What raise mode throws: the text of every new violation message, joined by newlines.
 class ViolationError : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
@@ -121,7 +121,7 @@ class ViolationError : public std::runtime_error {
 // Called for every violation row the reporter shows (after the untouched-row filter).
 using ViolationListener = std::function<void(const ViolationRow& row, int64_t step)>;
 
-// One fired perturbation (§12), so a test or engine learns what it has to detect. Fields by kind:
+// One fired perturbation, so a test or engine learns what it has to detect. Fields by kind:
 //   req_to_token:   row = req_pool_idx, position, original/replacement = old/new slot, slot = new
 //   real_kv_*:      slot = flipped slot in the group's slot space, original/replacement = old/new
 //                   byte; row = req_pool_idx (real_kv_used only) and position where known, else -1
@@ -139,7 +139,7 @@ struct PerturbationEvent {
 };
 using PerturbationListener = std::function<void(const PerturbationEvent& event)>;
 
-// The host pool's copy of layer 0, for verify_backup (§13): CPU uint8 tensors laid out like the
+// The host pool's copy of layer 0, for verify_backup: CPU uint8 tensors laid out like the
 // group's device layer 0 ([host_slots / page_size, page_size * bytes_per_token], same page size
 // and bytes per token). V absent for a K-only group.
 struct HostLayer0 {
@@ -162,7 +162,7 @@ struct HostLayer0 {
 //   reads the engine's tensors and writes its own records, rows and counters.
 class CanaryManager {
  public:
-  // Builds the runtime (§3). Returns null when config.mode is kNone. Throws kvcanary::Error on
+  // Builds the runtime. Returns null when config.mode is kNone. Throws kvcanary::Error on
   // a refused configuration.
   static std::unique_ptr<CanaryManager> Install(const Config& config, const InstallArgs& args);
   ~CanaryManager();
@@ -178,19 +178,19 @@ class CanaryManager {
   void PostForward(int inner);
   // Instead of PreForward(inner) + PostForward(inner) when the engine replays a CUDA graph that
   // captured them: the launches replay inside the graph, this only advances the host phase
-  // checker (§4.9) the way the two hooks would.
+  // checker the way the two hooks would.
   void ReplayedForward(int inner);
   void EndStep();
   // The engine gave up on the step before its model ran (an op refused the forward): every
   // inner forward returns to IDLE so the step can be described again from BeginStep.
   void AbandonStep();
 
-  // next_token_swap (§12): the engine passes the sampled tokens of a step at sampler exit; with
+  // next_token_swap: the engine passes the sampled tokens of a step at sampler exit; with
   // the perturbation enabled, past warm-up (counted in calls of this method) and at least two
   // rows, it may swap two of them. A no-op without a perturber.
   void PerturbNextTokens(std::vector<int64_t>& sampled);
 
-  // Host offload sidecar (§13): copies records of every canary buffer of the group, device ->
+  // Host offload sidecar: copies records of every canary buffer of the group, device ->
   // host mirror, on the compute stream. With config.verify_backup (and real-KV sources) it then
   // synchronises and re-hashes each backed-up host slot from `host_layer0`, comparing with field
   // 3 of the mirrored k_tail (and v_tail) record; each mismatch logs an ERROR and the call throws
@@ -204,7 +204,7 @@ class CanaryManager {
   void RestoreRecords(GroupKind kind, const std::vector<int64_t>& host_indices,
                       const std::vector<int64_t>& device_indices);
 
-  // PD transfer (§14): the canary buffers of a group as (pointer, bytes, item bytes) entries, in
+  // PD transfer: the canary buffers of a group as (pointer, bytes, item bytes) entries, in
   // splice order [k_head, k_tail, v_head, v_tail] (V omitted for a K-only group).
   struct BufferInfo {
     void* data = nullptr;
@@ -219,7 +219,7 @@ class CanaryManager {
   // The canary record buffer of an endpoint, for tests and tools: uint8 [num_slots, 32].
   TensorView CanaryBuffer(GroupKind kind, bool tail, bool v_half) const;
 
-  // Every device byte the runtime allocated (§3.2), stated in the install log line.
+  // Every device byte the runtime allocated, stated in the install log line.
   int64_t device_bytes() const;
   // Of those, the canary records; the rest (plans, staging, ring, counters) is workspace, kept
   // below 10% of the records by shrinking the verify capacity (split verification keeps every

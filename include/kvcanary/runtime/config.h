@@ -50,34 +50,41 @@ std::optional<bool> ParseBool(std::string_view var, std::string_view value);
 std::optional<int64_t> ParseInt(std::string_view var, std::string_view value);
 std::optional<double> ParseNumber(std::string_view var, std::string_view value);
 
+// The upper bounds of the integer settings (docs/limits.md). The ring holds 64 bytes a row, so
+// its bound keeps it at 1 GiB; a step interval or count past 2^31 - 1 steps is never reached.
+inline constexpr int64_t kMaxRingCapacity = int64_t{1} << 24;
+inline constexpr int64_t kMaxStepInterval = 2147483647;
+
 // Immutable after construction: the runtime copies it at install.
 struct Config {
   // Fields in the order of spec §2.1 (keep it: adapters use designated initializers).
   Mode mode = Mode::kNone;                           // KVCANARY_MODE
   RealKvHashMode real_data = RealKvHashMode::kNone;  // KVCANARY_REAL_DATA
-  int64_t sweep_interval = 0;                        // KVCANARY_SWEEP_INTERVAL; 0 = off
-  int64_t ring_capacity = 1024;                      // KVCANARY_RING_CAPACITY; > 0
-  // KVCANARY_STATS_PRINT_EVERY_N_STEPS; <= 0 = off
+  // KVCANARY_SWEEP_INTERVAL; 0 = off; in [0, kMaxStepInterval]
+  int64_t sweep_interval = 0;
+  int64_t ring_capacity = 1024;  // KVCANARY_RING_CAPACITY; in [1, kMaxRingCapacity]
+  // KVCANARY_STATS_PRINT_EVERY_N_STEPS; 0 = off; in [0, kMaxStepInterval]
   int64_t stats_print_every_n_steps = 100;
   bool enable_write_input_assert = false;            // KVCANARY_ENABLE_WRITE_INPUT_ASSERT
   bool enable_verify_token_assert = false;           // KVCANARY_ENABLE_VERIFY_TOKEN_ASSERT
   bool enable_token_oracle = false;                  // KVCANARY_ENABLE_TOKEN_ORACLE
   bool enable_mha_v = false;                         // KVCANARY_ENABLE_MHA_V; gates V launches
-  // KVCANARY_SWA_DIVERGENCE_STATS_INTERVAL; <= 0 = off (diagnostic, §8)
+  // KVCANARY_SWA_DIVERGENCE_STATS_INTERVAL; 0 = off (diagnostic); in [0, kMaxStepInterval]
   int64_t swa_divergence_stats_interval = 0;
   bool verify_backup = false;                        // KVCANARY_VERIFY_BACKUP (§13)
   bool report_untouched_rows = false;                // KVCANARY_REPORT_UNTOUCHED_ROWS (§6.2)
   bool allreduce_violation_signal = false;           // KVCANARY_ALLREDUCE_VIOLATION_SIGNAL (§16)
   // KVCANARY_INCIDENT_FILE (kvcanary): when set, the reporter appends one JSON line per shown
-  // violation (FormatIncidentJson, metrics.h) to this path. Empty = off.
+  // violation (FormatIncidentJson, metrics.h) to this path. Empty = off. Install refuses a path
+  // it cannot open for append; later write failures are logged (src/runtime/incident_file.h).
   std::string incident_file;
   // KVCANARY_FUSED_VERIFY (kvcanary): HEAD and TAIL verify derive their entries in the kernel
   // (FusedVerify after an offsets-only plan), so the per-step workspace holds no per-entry plan
   // arrays and never overflows. false: SGLang's plan arrays, split into chunks on overflow.
   bool fused_verify = true;
 
-  // Throws the first §2.2 error: sweep_interval < 0, sweep_interval > 0 with mode none,
-  // ring_capacity <= 0.
+  // Throws the first error: an integer field outside its range ("kv-canary: <field> must be in
+  // [lo, hi], got v"), then sweep_interval > 0 with mode none.
   void Validate() const;
   // "Config(mode=log, real_data=none, ...)": every field, for the install INFO line.
   std::string ToString() const;
@@ -94,7 +101,7 @@ struct PerturbConfig {
   double next_token_swap_prob = 0;       // KVCANARY_PERTURB_NEXT_TOKEN_SWAP_PROB
   // KVCANARY_PERTURB_TARGET_GROUP; unset is allowed until a real-KV perturbation fires.
   std::optional<GroupKind> target_group;
-  int64_t warmup_steps = 50;             // KVCANARY_PERTURB_WARMUP_STEPS
+  int64_t warmup_steps = 50;             // KVCANARY_PERTURB_WARMUP_STEPS; [0, kMaxStepInterval]
   uint64_t seed = 0;                     // KVCANARY_PERTURB_SEED (kvcanary, §17 R8)
 
   // Whether any probability is positive.

@@ -36,12 +36,17 @@ class DeviceBuffer {
   TensorView View(DType dtype, const std::vector<int64_t>& shape, int64_t byte_offset = 0) const;
 
  private:
+  void* Allocate(int64_t rounded);
   void Release();
   void* data_ = nullptr;
   int64_t bytes_ = 0;
   Device device_{};
   bool pinned_ = false;
 };
+
+// How many DeviceBuffers hold memory now (all devices, host buffers included): a refused install
+// or any failed construction leaves it as it was.
+int64_t LiveBufferCount();
 
 // Copies `bytes` between any two of host memory and `device` memory, ordered on `stream`
 // (CPU: done before return).
@@ -55,36 +60,39 @@ bool IsStreamCapturing(Device device, StreamHandle stream);
 // Whether this build has the CUDA backend and a CUDA device is visible.
 bool CudaDeviceAvailable();
 
-// A stream the runtime owns (CUDA: non-blocking; CPU: the null handle).
-class OwnedStream {
+// A CUDA stream or event the runtime creates on a device and destroys with itself; nothing on
+// the CPU. The base of OwnedStream and DeviceEvent, which differ only in what they create.
+class OwnedCudaHandle {
  public:
-  explicit OwnedStream(Device device);
-  ~OwnedStream();
-  OwnedStream(const OwnedStream&) = delete;
-  OwnedStream& operator=(const OwnedStream&) = delete;
-  StreamHandle handle() const { return stream_; }
+  OwnedCudaHandle(const OwnedCudaHandle&) = delete;
+  OwnedCudaHandle& operator=(const OwnedCudaHandle&) = delete;
+
+ protected:
+  enum class Kind { kStream, kEvent };
+  OwnedCudaHandle(Device device, Kind kind);
+  ~OwnedCudaHandle();
+  void* handle_ = nullptr;
 
  private:
-  Device device_;
-  StreamHandle stream_ = nullptr;
+  Kind kind_;
+};
+
+// A stream the runtime owns (CUDA: non-blocking; CPU: the null handle).
+class OwnedStream : private OwnedCudaHandle {
+ public:
+  explicit OwnedStream(Device device) : OwnedCudaHandle(device, Kind::kStream) {}
+  StreamHandle handle() const { return handle_; }
 };
 
 // A CUDA event without timing (CPU: always complete).
-class DeviceEvent {
+class DeviceEvent : private OwnedCudaHandle {
  public:
-  explicit DeviceEvent(Device device);
-  ~DeviceEvent();
-  DeviceEvent(const DeviceEvent&) = delete;
-  DeviceEvent& operator=(const DeviceEvent&) = delete;
+  explicit DeviceEvent(Device device) : OwnedCudaHandle(device, Kind::kEvent) {}
   void Record(StreamHandle stream);
   // Makes `stream` wait for the last Record.
   void BlockStream(StreamHandle stream) const;
   // Blocks the host until the last Record has completed.
   void Synchronize() const;
-
- private:
-  Device device_;
-  void* event_ = nullptr;
 };
 
 }  // namespace kvcanary::runtime

@@ -1,4 +1,4 @@
-// The health checker (spec/runtime.md §7): catches "enabled but not running" — a forward path that
+// The health checker: catches "enabled but not running" — a forward path that
 // bypasses the hooks, or a graph captured without the canary launches — by requiring every
 // expected endpoint's kernel_run_counter to move between two checks.
 #pragma once
@@ -21,7 +21,7 @@ class HealthChecker {
  public:
   static constexpr int64_t kPeriod = 100;  // and the warm-up: the first check is staged at 100
 
-  // `active_tags`: the tags of every built endpoint (V and SWEEP included, §3.3).
+  // `active_tags`: the tags of every built endpoint (V and SWEEP included).
   HealthChecker(std::vector<int> active_tags, int64_t sweep_interval, bool enable_mha_v);
 
   // Whether to stage kernel_run_counters after the phase-4 increment of `outer_step`:
@@ -29,7 +29,7 @@ class HealthChecker {
   bool ShouldStage(int64_t outer_step) const;
 
   // The tags that must have run since the previous check: active_tags minus SWEEP tags when
-  // sweep_interval <= 0 or no sweep pass ran since the previous check (§17 R4), minus V tags
+  // sweep_interval <= 0 or no sweep pass ran since the previous check (R4 in docs/ARCHITECTURE.md), minus V tags
   // unless enable_mha_v. Ascending.
   std::vector<int> ExpectedTags(bool sweep_ran_since_previous_check) const;
 

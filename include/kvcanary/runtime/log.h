@@ -1,4 +1,4 @@
-// Where the runtime's log lines go. The frozen lines of spec/runtime.md are the message text; the
+// Where the runtime's log lines go. The frozen lines (SGLang's wording, byte for byte) are the message text; the
 // level travels beside it so an engine can route them into its own logger.
 #pragma once
 

@@ -1,4 +1,4 @@
-// Metrics export (spec/runtime.md §8 "Metrics"): a snapshot of the runtime's counters rendered as
+// Metrics export: a snapshot of the runtime's counters rendered as
 // Prometheus text exposition, and violation incidents as JSON lines. Pure formatting; the runtime
 // fills the snapshot from host-side values it already holds (drained counters, reporter totals).
 #pragma once
@@ -19,8 +19,8 @@ struct MetricsSnapshot {
   std::array<int64_t, kNumLaunchTags> violations_by_tag{};  // ring rows seen, by column 0
   int64_t violations_total = 0;        // violation_write_index (rows past the ring included)
   int64_t rows_reported = 0;           // rows formatted and logged or raised
-  int64_t untouched_rows_dropped = 0;  // §6.2 step 3
-  int64_t split_steps = 0;             // §4.8 split-mode (inner forward, group) steps
+  int64_t untouched_rows_dropped = 0;  // never-written rows left out of the report
+  int64_t split_steps = 0;             // split-mode (inner forward, group) steps
   int64_t skipped_steps = 0;           // overflow warner count
   int64_t sweep_passes = 0;
   int64_t health_checks = 0;

@@ -1,4 +1,4 @@
-// The radix walker contract (spec/runtime.md §9): how an engine exposes its prefix cache so the
+// The radix walker contract: how an engine exposes its prefix cache so the
 // runtime can sweep the records of cached prefixes that no running request reads.
 #pragma once
 
@@ -36,7 +36,7 @@ struct RadixWalk {
   int64_t size() const { return static_cast<int64_t>(slot_indices.size()); }
 };
 
-// Walks the view (§9): a node at depth d with slots v[0..m) and incoming chain slot p emits
+// Walks the view: a node at depth d with slots v[0..m) and incoming chain slot p emits
 // (v[j], d + j, j == 0 ? p : v[j-1]); its children start at depth d + key_len with chain slot
 // v[m-1], or 0 after a slot-less node (R5). Skipped nodes (locked with `unlocked_only`,
 // non-resident with `swa_resident_only`) emit nothing but still advance depth and chain.

@@ -1,4 +1,4 @@
-// The error-flag all-reduce across ranks (spec/runtime.md §16): in raise mode one tensor-parallel
+// The error-flag all-reduce across ranks: in raise mode one tensor-parallel
 // rank that stops while its peers block in a collective hangs the job, so with
 // KVCANARY_ALLREDUCE_VIOLATION_SIGNAL every rank learns, one step late like its own violations,
 // that some rank saw one, and raises too.

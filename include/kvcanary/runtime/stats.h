@@ -1,4 +1,4 @@
-// The runtime's periodic and diagnostic log lines (spec/runtime.md §4.8, §8, §9). Lines marked
+// The runtime's periodic and diagnostic log lines. Lines marked
 // frozen are byte-identical to SGLang's because log tooling parses them.
 #pragma once
 
@@ -23,7 +23,7 @@ std::string FormatSweepLine(int64_t sweep_passes, int64_t last_step);
 // Frozen WARNING of the overflow warner: `skipped_steps` is its cumulative count.
 std::string FormatOverflowSkippedLine(int64_t skipped_steps, int64_t verify_capacity);
 
-// WARNING once per split step (§4.8): `group_kind` is "FULL" or "SWA".
+// WARNING once per split step: `group_kind` is "FULL" or "SWA".
 std::string FormatSplitWarning(int64_t verify_total, int64_t verify_capacity,
                                const std::string& group_kind, int64_t chunks);
 

@@ -1,4 +1,4 @@
-// The token oracle (spec/runtime.md §11): tokens as a pure function of (request, position), so a
+// The token oracle: tokens as a pure function of (request, position), so a
 // mismatch between what the scheduler feeds back and what was sampled is detectable without any
 // model. Used with enable_write_input_assert / enable_token_oracle.
 #pragma once

@@ -1,4 +1,4 @@
-// The reporter's frozen text (spec/runtime.md §6.3): one violation row rendered as the lines log
+// The reporter's frozen text: one violation row rendered as the lines log
 // tooling parses. Byte-identical to SGLang's reporter; pure functions of the row.
 #pragma once
 
@@ -32,7 +32,7 @@ bool IsWriteRow(const ViolationRow& row);
 bool HasTokenCheck(const ViolationRow& row);
 
 // The zero-init pattern of a never-written slot: stored token, position and chain hash all 0
-// (§6.2 step 3; a real write always stores a non-zero chain value).
+// (a real write always stores a non-zero chain value).
 bool IsUntouchedRow(const ViolationRow& row);
 
 // "kv_canary violation: launch_tag=... expected_aux=0x<16hex>" — the line tooling parses.
@@ -44,7 +44,7 @@ std::string FormatViolationFirstLine(const ViolationRow& row);
 std::string FormatViolation(const ViolationRow& row, int64_t total_violations, bool ring_overflow,
                             int64_t step_when_pumped);
 
-// The WARNING of §6.2 step 3 for `dropped` untouched rows in one reporter call.
+// The WARNING for `dropped` untouched rows in one reporter call.
 std::string FormatDroppedRowsWarning(int64_t dropped);
 
 }  // namespace kvcanary::runtime

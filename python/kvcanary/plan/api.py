@@ -5,32 +5,28 @@ from __future__ import annotations
 from typing import Any, Optional
 
 from kvcanary import _kvcanary as _C
-from kvcanary._launch import optional_int, resolve_stream
+from kvcanary._launch import define_launcher
 from kvcanary.verify import VerifyPlan
 from kvcanary.write import WritePlan
 
 __all__ = ["launch_canary_plan_kernels"]
 
 
-def launch_canary_plan_kernels(
-    *,
-    verify_plan_out: VerifyPlan,
-    write_plan_out: WritePlan,
-    req_pool_indices: Any,
-    prefix_lens: Any,
-    extend_seq_lens: Any,
-    req_to_token: Any,
-    swa_window_size: int = 0,
-    full_to_swa_index_mapping: Optional[Any] = None,
-    verify_capacity: int,
+launch_canary_plan_kernels = define_launcher(
+    _C.plan,
+    name="launch_canary_plan_kernels",
+    module=__name__,
+    stream_from="verify_plan_out.verify_slot_indices",
+    parameters="""
+    verify_plan_out: VerifyPlan, write_plan_out: WritePlan, req_pool_indices: Any,
+    prefix_lens: Any, extend_seq_lens: Any, req_to_token: Any, swa_window_size: int = 0,
+    full_to_swa_index_mapping: Optional[Any] = None, verify_capacity: int,
     req_to_verify_expected_tokens: Optional[Any] = None,
     req_to_verify_expected_tokens_valid_lens: Optional[Any] = None,
-    kv_token_id_vs_position_offset: int = 0,
-    verify_offsets_scratch: Optional[Any] = None,
-    req_to_token_stride0: Optional[int] = None,
-    stream: Any = None,
-) -> None:
-    """Fills ``verify_plan_out`` and ``write_plan_out`` from a forward's batch (spec §7.2).
+    kv_token_id_vs_position_offset: int = 0, verify_offsets_scratch: Optional[Any] = None,
+    req_to_token_stride0: Optional[int] = None""",
+    doc="""\
+    Fills ``verify_plan_out`` and ``write_plan_out`` from a forward's batch (spec §7.2).
 
     Inputs: ``req_pool_indices``, ``prefix_lens``, ``extend_seq_lens`` int64 ``[bs]`` (row 0 =
     padding); ``req_to_token`` int32 ``[rows, width]``, contiguous; ``full_to_swa_index_mapping``
@@ -57,21 +53,5 @@ def launch_canary_plan_kernels(
     must equal ``req_to_token.stride(0)``. CUDA: enqueued on ``stream`` (default: torch's current
     stream for torch tensors), no host reads, graph-capturable. Invalid arguments raise
     ``ValueError`` before anything is written.
-    """
-    _C.plan(
-        verify_plan_out=verify_plan_out,
-        write_plan_out=write_plan_out,
-        req_pool_indices=req_pool_indices,
-        prefix_lens=prefix_lens,
-        extend_seq_lens=extend_seq_lens,
-        req_to_token=req_to_token,
-        swa_window_size=int(swa_window_size),
-        full_to_swa_index_mapping=full_to_swa_index_mapping,
-        verify_capacity=int(verify_capacity),
-        req_to_verify_expected_tokens=req_to_verify_expected_tokens,
-        req_to_verify_expected_tokens_valid_lens=req_to_verify_expected_tokens_valid_lens,
-        kv_token_id_vs_position_offset=int(kv_token_id_vs_position_offset),
-        verify_offsets_scratch=verify_offsets_scratch,
-        req_to_token_stride0=optional_int(req_to_token_stride0),
-        stream=resolve_stream(stream, verify_plan_out.verify_slot_indices),
-    )
+    """,
+)

@@ -5,30 +5,26 @@ from __future__ import annotations
 from typing import Any, Optional
 
 from kvcanary import _kvcanary as _C
-from kvcanary._launch import resolve_stream
+from kvcanary._launch import define_launcher
 
 __all__ = ["launch_plan_entries_kernel"]
 
 
-def launch_plan_entries_kernel(
-    *,
-    req_pool_indices: Any,
-    prefix_lens: Any,
-    req_to_token: Any,
-    full_to_swa_index_mapping: Optional[Any] = None,
-    verify_offsets_scratch: Any,
-    verify_enable: Any,
-    req_to_verify_expected_tokens: Optional[Any] = None,
-    req_to_verify_expected_tokens_valid_lens: Optional[Any] = None,
-    out_verify_slot_indices: Any,
-    out_verify_expected_tokens: Any,
-    out_verify_expected_positions: Any,
-    out_verify_prev_slot_indices: Any,
-    kv_token_id_vs_position_offset: int = 0,
-    swa_window_size: int = 0,
-    stream: Any = None,
-) -> None:
-    """Writes the verify entries from the offsets of ``launch_plan_offsets_kernel`` (§7.4)::
+launch_plan_entries_kernel = define_launcher(
+    _C.plan_entries,
+    name="launch_plan_entries_kernel",
+    module=__name__,
+    stream_from="verify_offsets_scratch",
+    parameters="""
+    req_pool_indices: Any, prefix_lens: Any, req_to_token: Any,
+    full_to_swa_index_mapping: Optional[Any] = None, verify_offsets_scratch: Any,
+    verify_enable: Any, req_to_verify_expected_tokens: Optional[Any] = None,
+    req_to_verify_expected_tokens_valid_lens: Optional[Any] = None, out_verify_slot_indices: Any,
+    out_verify_expected_tokens: Any, out_verify_expected_positions: Any,
+    out_verify_prev_slot_indices: Any, kv_token_id_vs_position_offset: int = 0,
+    swa_window_size: int = 0""",
+    doc="""\
+    Writes the verify entries from the offsets of ``launch_plan_offsets_kernel`` (§7.4)::
 
         total = verify_offsets_scratch[bs]; cap = len(out_verify_slot_indices)
         if total <= 0 or verify_enable[0] == 0: return
@@ -39,21 +35,5 @@ def launch_plan_entries_kernel(
     Padding rows are recognised only through their empty ranges. CUDA: enqueued on ``stream``,
     graph-capturable (an inconsistent total traps on the device). Invalid arguments raise
     ``ValueError`` before anything is written.
-    """
-    _C.plan_entries(
-        req_pool_indices=req_pool_indices,
-        prefix_lens=prefix_lens,
-        req_to_token=req_to_token,
-        full_to_swa_index_mapping=full_to_swa_index_mapping,
-        verify_offsets_scratch=verify_offsets_scratch,
-        verify_enable=verify_enable,
-        req_to_verify_expected_tokens=req_to_verify_expected_tokens,
-        req_to_verify_expected_tokens_valid_lens=req_to_verify_expected_tokens_valid_lens,
-        out_verify_slot_indices=out_verify_slot_indices,
-        out_verify_expected_tokens=out_verify_expected_tokens,
-        out_verify_expected_positions=out_verify_expected_positions,
-        out_verify_prev_slot_indices=out_verify_prev_slot_indices,
-        kv_token_id_vs_position_offset=int(kv_token_id_vs_position_offset),
-        swa_window_size=int(swa_window_size),
-        stream=resolve_stream(stream, verify_offsets_scratch),
-    )
+    """,
+)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any, Final, Optional
 
 from kvcanary import _kvcanary as _C
-from kvcanary._launch import optional_int, resolve_stream
+from kvcanary._launch import define_launcher
 
 __all__ = ["launch_plan_offsets_kernel"]
 
@@ -13,26 +13,20 @@ __all__ = ["launch_plan_offsets_kernel"]
 _PLAN_BS_BLOCK_SIZE: Final[int] = _C.PLAN_BS_BLOCK_SIZE
 
 
-def launch_plan_offsets_kernel(
-    *,
-    req_pool_indices: Any,
-    prefix_lens: Any,
-    extend_seq_lens: Any,
-    req_to_token: Any,
-    full_to_swa_index_mapping: Optional[Any] = None,
-    out_verify_offsets_scratch: Any,
-    out_write_offsets: Any,
-    out_write_seed_slot_indices: Any,
-    out_verify_num_valid: Any,
-    out_verify_enable: Any,
-    out_write_num_valid_reqs: Any,
-    swa_window_size: int = 0,
-    verify_capacity: int,
-    req_to_token_stride0: Optional[int] = None,
-    lut_len: Optional[int] = None,
-    stream: Any = None,
-) -> None:
-    """Per-row verify offsets, verify count and enable flag, write offsets and seeds (§7.4).
+launch_plan_offsets_kernel = define_launcher(
+    _C.plan_offsets,
+    name="launch_plan_offsets_kernel",
+    module=__name__,
+    stream_from="out_verify_offsets_scratch",
+    parameters="""
+    req_pool_indices: Any, prefix_lens: Any, extend_seq_lens: Any, req_to_token: Any,
+    full_to_swa_index_mapping: Optional[Any] = None, out_verify_offsets_scratch: Any,
+    out_write_offsets: Any, out_write_seed_slot_indices: Any, out_verify_num_valid: Any,
+    out_verify_enable: Any, out_write_num_valid_reqs: Any, swa_window_size: int = 0,
+    verify_capacity: int, req_to_token_stride0: Optional[int] = None,
+    lut_len: Optional[int] = None""",
+    doc="""\
+    Per-row verify offsets, verify count and enable flag, write offsets and seeds (§7.4).
 
     With ``vlen``, ``wlen`` and the seed of §7.2 for each row ``r < bs``::
 
@@ -46,22 +40,5 @@ def launch_plan_offsets_kernel(
     ``lut_len`` (kvcanary only) pass SGLang's raw-ABI scalars explicitly; by default they are
     ``req_to_token.stride(0)`` and the LUT's length (0 without a LUT). CUDA: enqueued on
     ``stream``, graph-capturable. Invalid arguments raise ``ValueError`` before any write.
-    """
-    _C.plan_offsets(
-        req_pool_indices=req_pool_indices,
-        prefix_lens=prefix_lens,
-        extend_seq_lens=extend_seq_lens,
-        req_to_token=req_to_token,
-        full_to_swa_index_mapping=full_to_swa_index_mapping,
-        out_verify_offsets_scratch=out_verify_offsets_scratch,
-        out_write_offsets=out_write_offsets,
-        out_write_seed_slot_indices=out_write_seed_slot_indices,
-        out_verify_num_valid=out_verify_num_valid,
-        out_verify_enable=out_verify_enable,
-        out_write_num_valid_reqs=out_write_num_valid_reqs,
-        swa_window_size=int(swa_window_size),
-        verify_capacity=int(verify_capacity),
-        req_to_token_stride0=optional_int(req_to_token_stride0),
-        lut_len=optional_int(lut_len),
-        stream=resolve_stream(stream, out_verify_offsets_scratch),
-    )
+    """,
+)

@@ -1,0 +1,101 @@
+// Tests of the kvcanary command as a user runs it: the built binary, its exit status and the one
+// line it prints. Exit statuses: 0 pass, 1 a failed run, 2 bad arguments, 3 a run-time error.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <string>
+
+namespace {
+
+struct CliResult {
+  int status = -1;     // the exit status, -1 when the command did not exit normally
+  std::string output;  // stdout and stderr together
+};
+
+CliResult RunCli(const std::string& args) {
+  const std::string command = std::string(KVCANARY_BIN) + " " + args + " 2>&1";
+  CliResult result;
+  std::FILE* pipe = popen(command.c_str(), "r");
+  if (pipe == nullptr) return result;
+  char buffer[4096];
+  size_t read = 0;
+  while ((read = std::fread(buffer, 1, sizeof(buffer), pipe)) > 0) result.output.append(buffer, read);
+  const int wait_status = pclose(pipe);
+  if (WIFEXITED(wait_status)) result.status = WEXITSTATUS(wait_status);
+  return result;
+}
+
+void ExpectExit(const std::string& args, int status, const std::string& message) {
+  const CliResult result = RunCli(args);
+  EXPECT_EQ(result.status, status) << args << "\n" << result.output;
+  EXPECT_NE(result.output.find(message), std::string::npos)
+      << args << ": expected '" << message << "' in:\n" << result.output;
+}
+
+TEST(KvcanaryCli, EachBadSimFlagExitsTwoWithItsMessage) {
+  const std::pair<const char*, const char*> cases[] = {
+      {"--steps 12x", "--steps must be an integer in [0, 1000000], got '12x'"},
+      {"--steps -1", "--steps must be an integer in [0, 1000000], got '-1'"},
+      {"--requests 1000001", "--requests must be an integer in [0, 1000000], got '1000001'"},
+      {"--seed -1", "--seed must be an integer in [0, 2^64 - 1], got '-1'"},
+      {"--layers 0", "--layers must be an integer in [1, 256], got '0'"},
+      {"--bytes-per-token 1048576",
+       "--bytes-per-token must be an integer in [16, 65536], got '1048576'"},
+      {"--bytes-per-token 24", "--bytes-per-token must be a positive multiple of 16, got 24"},
+      {"--num-slots 99999999999999999999",
+       "--num-slots must be an integer in [2, 16777216], got '99999999999999999999'"},
+      {"--mode warn", "--mode must be one of none, log, raise, got 'warn'"},
+      {"--mode ''", "--mode must be a non-empty none|log|raise, got ''"},
+      {"--bogus", "The following argument was not expected: --bogus"},
+  };
+  for (const auto& [args, message] : cases) {
+    ExpectExit(std::string("sim --quiet ") + args, 2, message);
+  }
+}
+
+// An int64 that does not fit an int once ran no step at all and passed.
+TEST(KvcanaryCli, HugeStepsIsAUsageErrorNotAnEmptyPass) {
+  ExpectExit("sim --quiet --steps 8589934592", 2,
+             "kvcanary sim: --steps must be an integer in [0, 1000000], got '8589934592'");
+}
+
+TEST(KvcanaryCli, HugeFaultRateFailsQuickly) {
+  const auto start = std::chrono::steady_clock::now();
+  ExpectExit("sim --quiet --fault-rate 1e9", 2, "--fault-rate must be an integer in [0, 10000]");
+  ExpectExit("sim --quiet --fault-rate 1000000000", 2, "got '1000000000'");
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10));
+}
+
+TEST(KvcanaryCli, EmptyJsonPathIsAUsageError) {
+  ExpectExit("sim --quiet --json ''", 2, "--json must be a non-empty PATH, got ''");
+  ExpectExit("bench --json ''", 2, "--json: must be a non-empty PATH");
+}
+
+TEST(KvcanaryCli, UnwritableJsonExitsThreeWithTheReason) {
+  const std::string path = "/nonexistent-kvcanary-dir/report.json";
+  ExpectExit("sim --quiet --json " + path, 3,
+             "kvcanary sim: --json: cannot write " + path + ": No such file or directory");
+  ExpectExit("bench --suite quick --json " + path, 3,
+             "kvcanary bench: --json: cannot write " + path + ": No such file or directory");
+}
+
+// A file that opens but cannot take the report: the failure shows at the write, with its reason.
+TEST(KvcanaryCli, JsonWriteFailureExitsThree) {
+  if (!std::filesystem::exists("/dev/full")) GTEST_SKIP() << "no /dev/full";
+  ExpectExit("sim --quiet --steps 20 --faults none --json /dev/full", 3,
+             "--json: writing /dev/full failed: No space left on device");
+}
+
+TEST(KvcanaryCli, ShortCleanRunPassesAndWritesTheReport) {
+  const std::filesystem::path path =
+      std::filesystem::temp_directory_path() / "kvcanary_cli_test_report.json";
+  std::filesystem::remove(path);
+  ExpectExit("sim --quiet --steps 40 --faults none --json " + path.string(), 0, "PASS: default");
+  EXPECT_GT(std::filesystem::file_size(path), 0u);
+  std::filesystem::remove(path);
+}
+
+}  // namespace

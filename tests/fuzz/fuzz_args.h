@@ -1,0 +1,103 @@
+// Decoding fuzz bytes into the argument structs several ops share: the plan inputs of a forward,
+// the launch context of verify and write, and the plan views (docs/fuzzing.md).
+//
+// Sizes are small (a few rows, slots and columns) so that values decoded by ConsumeValue meet the
+// bounds of the tables they index; each tensor is decoded by Arena::Tensor, so any of them may
+// come out malformed.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+
+#include "kvcanary/context.h"
+#include "kvcanary/plan.h"
+#include "tests/fuzz/fuzz_tensors.h"
+
+namespace kvc_fuzz {
+
+inline int64_t ConsumeSize(FuzzedDataProvider& in, int64_t most) {
+  return in.ConsumeIntegralInRange<int64_t>(0, most);
+}
+
+// The batch of one forward: `bs` rows over a req_to_token table of a few rows and columns.
+inline kvcanary::PlanInputs ConsumePlanInputs(Arena& arena, FuzzedDataProvider& in, int64_t bs) {
+  kvcanary::PlanInputs inputs;
+  inputs.req_pool_indices = arena.Tensor(DType::kInt64, {bs});
+  inputs.prefix_lens = arena.Tensor(DType::kInt64, {bs});
+  inputs.extend_seq_lens = arena.Tensor(DType::kInt64, {bs});
+  const int64_t rows = ConsumeSize(in, 6);
+  const int64_t width = ConsumeSize(in, 12);
+  inputs.req_to_token = arena.Tensor(DType::kInt32, {rows, width});
+  if (in.ConsumeBool()) {
+    inputs.req_to_token_stride0 =
+        in.ConsumeBool() ? inputs.req_to_token.stride(0) : ConsumeValue(in);
+  }
+  inputs.require_contiguous_req_to_token = in.ConsumeBool();
+  inputs.swa_window_size = ConsumeValue(in);
+  inputs.full_to_swa_index_mapping = arena.Optional(DType::kInt64, {ConsumeSize(in, 16)});
+  inputs.req_to_verify_expected_tokens =
+      arena.Optional(DType::kInt32, {ConsumeSize(in, 6), ConsumeSize(in, 12)});
+  inputs.req_to_verify_expected_tokens_valid_lens = arena.Optional(DType::kInt64, {bs});
+  inputs.kv_token_id_vs_position_offset = in.ConsumeIntegralInRange<int64_t>(-1, 2);
+  return inputs;
+}
+
+inline kvcanary::RealKvSource ConsumeRealKvSource(Arena& arena, FuzzedDataProvider& in) {
+  kvcanary::RealKvSource source;
+  const int64_t row_bytes = 16 * ConsumeSize(in, 4);
+  source.tensor = arena.Tensor(DType::kUInt8, {ConsumeSize(in, 4), row_bytes});
+  source.page_size = ConsumeValue(in);
+  source.num_bytes_per_token = ConsumeValue(in);
+  source.read_bytes = ConsumeValue(in);
+  return source;
+}
+
+// The canary buffer of a few slots, the ring, the counters and up to the most real-KV sources.
+inline kvcanary::LaunchContext ConsumeContext(Arena& arena, FuzzedDataProvider& in) {
+  kvcanary::LaunchContext context;
+  const int64_t slot_stride_bytes = kvcanary::kCanarySlotBytes + 8 * ConsumeSize(in, 2);
+  context.canary_buf = arena.Tensor(DType::kUInt8, {ConsumeSize(in, 10), slot_stride_bytes});
+  context.kernel_kind = ConsumeValue(in);
+  context.violation_ring = arena.Tensor(DType::kInt64, {ConsumeSize(in, 4), 8});
+  context.violation_write_index = arena.Tensor(DType::kInt32, {1});
+  context.slot_run_counter = arena.Tensor(DType::kInt64, {1});
+  context.kernel_run_counter = arena.Tensor(DType::kInt64, {1});
+  context.num_real_kv_sources =
+      in.ConsumeIntegralInRange<int>(-1, kvcanary::kMaxRealKvSources + 1);
+  for (int s = 0; s < context.num_real_kv_sources && s < kvcanary::kMaxRealKvSources; ++s) {
+    context.real_kv_sources[s] = ConsumeRealKvSource(arena, in);
+  }
+  context.real_kv_hash_mode = in.ConsumeIntegralInRange<int32_t>(-1, 3);
+  context.enable_chain_position_assert = arena.Optional(DType::kInt32, {1});
+  return context;
+}
+
+// A second context for the paired (V) half, present when the next byte is odd.
+inline std::optional<kvcanary::LaunchContext> ConsumePairedContext(Arena& arena,
+                                                                   FuzzedDataProvider& in) {
+  if ((in.ConsumeIntegral<uint8_t>() & 1) == 0) return std::nullopt;
+  return ConsumeContext(arena, in);
+}
+
+// A verify plan of `capacity` entries.
+inline kvcanary::VerifyPlanView ConsumeVerifyPlan(Arena& arena, int64_t capacity) {
+  kvcanary::VerifyPlanView plan;
+  plan.verify_slot_indices = arena.Tensor(DType::kInt64, {capacity});
+  plan.verify_expected_tokens = arena.Tensor(DType::kInt64, {capacity});
+  plan.verify_expected_positions = arena.Tensor(DType::kInt64, {capacity});
+  plan.verify_prev_slot_indices = arena.Tensor(DType::kInt64, {capacity});
+  plan.verify_num_valid = arena.Tensor(DType::kInt32, {1});
+  plan.enable = arena.Tensor(DType::kInt32, {1});
+  return plan;
+}
+
+// A write plan of `rows` rows.
+inline kvcanary::WritePlanView ConsumeWritePlan(Arena& arena, int64_t rows) {
+  kvcanary::WritePlanView plan;
+  plan.write_offsets = arena.Tensor(DType::kInt64, {rows + 1});
+  plan.write_seed_slot_indices = arena.Tensor(DType::kInt64, {rows});
+  plan.write_num_valid_reqs = arena.Tensor(DType::kInt32, {1});
+  return plan;
+}
+
+}  // namespace kvc_fuzz

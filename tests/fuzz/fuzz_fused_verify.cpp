@@ -1,0 +1,22 @@
+// FusedVerify's argument boundary: the launch contexts, the batch inputs and stage 1's outputs,
+// all fuzzed (a count or scratch that stage 1 would not write must still be memory-safe).
+#include "kvcanary/fused_verify.h"
+#include "tests/fuzz/fuzz_args.h"
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  FuzzedDataProvider in(data, size);
+  kvc_fuzz::Arena arena(in);
+  const int64_t bs = kvc_fuzz::ConsumeSize(in, 6);
+  kvcanary::FusedVerifyArgs args;
+  args.context = kvc_fuzz::ConsumeContext(arena, in);
+  args.paired_context = kvc_fuzz::ConsumePairedContext(arena, in);
+  args.check_verify_expected_token = in.ConsumeBool();
+  args.inputs = kvc_fuzz::ConsumePlanInputs(arena, in, bs);
+  args.verify_offsets_scratch =
+      arena.Tensor(kvcanary::DType::kInt64, {bs + 1 + kvc_fuzz::ConsumeSize(in, 2)});
+  args.verify_num_valid = arena.Tensor(kvcanary::DType::kInt32, {1});
+  args.verify_enable = arena.Tensor(kvcanary::DType::kInt32, {1});
+  args.verify_capacity = in.ConsumeBool() ? kvc_fuzz::ConsumeValue(in) : kvc_fuzz::ConsumeSize(in, 24);
+  kvc_fuzz::CallOp(arena, [&] { kvcanary::FusedVerify(args); });
+  return 0;
+}

@@ -1,0 +1,126 @@
+// Install sizes past int64. Each used to wrap into a small (or zero) allocation that the runtime
+// then wrote past: the violation ring (capacity x 64 bytes), a group's records (slots x 32), its
+// host mirrors, and the expected-token pool (rows x width x 4). Each is now refused with the
+// quantity named, and a refused install frees what it had allocated: the count of live buffers is
+// the same before and after, and no install line is logged.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "kvcanary/runtime/canary_manager.h"
+#include "kvcanary/runtime/device_memory.h"
+#include "runtime/error_message.h"
+#include "runtime/fake_engine.h"
+
+namespace kvcanary::runtime {
+namespace {
+
+constexpr int64_t kSlots = 64;
+
+// A valid install of one FULL group (K only) over a small req_to_token. The table view may claim
+// a larger shape than its storage: install sizes buffers from the shape and never reads the table.
+struct InstallCase {
+  explicit InstallCase(Device device) : device(device), table(device, 4 * 8 * 16) {
+    config.mode = Mode::kLog;
+    args.device = device;
+    args.req_to_token = table.View(DType::kInt32, {4, 8});
+    GroupSpec full;
+    full.kind = GroupKind::kFull;
+    full.num_slots = kSlots;
+    args.groups = {full};
+    args.pool_slot_count = kSlots;
+    args.max_prefill_tokens = 16;
+    args.capacities = Capacities{64, 8, 16};
+    args.log = &log;
+  }
+
+  // Installs; returns the error message, checking that the refusal left nothing allocated and
+  // logged nothing.
+  std::string Refusal() {
+    const int64_t live_before = LiveBufferCount();
+    const std::string message = ErrorMessage([&] { CanaryManager::Install(config, args); });
+    EXPECT_EQ(LiveBufferCount(), live_before) << "a refused install kept buffers";
+    EXPECT_FALSE(log.Contains("install_canary")) << "a refused install logged its install line";
+    return message;
+  }
+
+  Device device;
+  DeviceBuffer table;
+  Config config;
+  InstallArgs args;
+  testing::CapturingLog log;
+};
+
+std::vector<Device> Devices() {
+  std::vector<Device> devices = {Device::CPU()};
+  if (CudaDeviceAvailable()) devices.push_back(Device::CUDA(0));
+  return devices;
+}
+
+TEST(InstallLimits, AValidCaseInstallsAndHoldsBuffersUntilDestroyed) {
+  for (const Device device : Devices()) {
+    InstallCase c(device);
+    const int64_t live_before = LiveBufferCount();
+    {
+      auto canary = CanaryManager::Install(c.config, c.args);
+      ASSERT_NE(canary, nullptr);
+      EXPECT_GT(LiveBufferCount(), live_before);
+    }
+    EXPECT_EQ(LiveBufferCount(), live_before);
+  }
+}
+
+TEST(InstallLimits, RingCapacityPastItsLimitIsRefused) {
+  for (const Device device : Devices()) {
+    InstallCase c(device);
+    c.config.ring_capacity = int64_t{1} << 58;  // x 64 bytes = 2^64: wrapped to an empty ring
+    EXPECT_EQ(c.Refusal(),
+              "kv-canary: ring_capacity must be in [1, 16777216], got 288230376151711744");
+  }
+}
+
+// The device records come first; a host mirror refused after them must free them again.
+TEST(InstallLimits, GroupRecordAndHostMirrorBytesPastInt64AreRefused) {
+  for (const Device device : Devices()) {
+    for (int64_t GroupSpec::*slots : {&GroupSpec::num_slots, &GroupSpec::host_slots}) {
+      InstallCase c(device);
+      c.args.groups[0].*slots = int64_t{1} << 59;  // x 32 bytes = 2^64
+      const std::string name = slots == &GroupSpec::num_slots ? "num_slots" : "host_slots";
+      EXPECT_EQ(c.Refusal(), "kv-canary: group FULL " + name +
+                                 " x 32 record bytes overflows: 576460752303423488 * 32");
+    }
+  }
+}
+
+TEST(InstallLimits, ExpectedTokenPoolBytesPastInt64AreRefusedAfterTheRing) {
+  for (const Device device : Devices()) {
+    InstallCase c(device);
+    c.config.enable_verify_token_assert = true;
+    // 2^30 rows x 2^32 columns x 4 bytes = 2^64: wrapped to an empty pool.
+    c.args.req_to_token =
+        TensorView(c.table.data(), DType::kInt32, device, {int64_t{1} << 30, int64_t{1} << 32});
+    EXPECT_EQ(c.Refusal(),
+              "kv-canary: expected token pool bytes (req_to_token rows x width x 4) overflows: "
+              "1073741824 * 4294967296 * 4");
+  }
+}
+
+TEST(InstallLimits, DeviceBufferSizeRoundedPastInt64IsRefused) {
+  const int64_t live_before = LiveBufferCount();
+  EXPECT_EQ(ErrorMessage([] { DeviceBuffer(Device::CPU(), INT64_MAX); }),
+            "kv-canary: buffer size rounded to 256 bytes overflows: 9223372036854775807 + 255");
+  EXPECT_EQ(LiveBufferCount(), live_before);
+}
+
+TEST(InstallLimits, BufferViewPastInt64IsRefused) {
+  const DeviceBuffer buffer(Device::CPU(), 64);
+  EXPECT_EQ(ErrorMessage([&] { buffer.View(DType::kInt64, {int64_t{1} << 61}); }),
+            "kv-canary: buffer view bytes overflows: 8 * 2305843009213693952");
+  EXPECT_EQ(ErrorMessage([&] { buffer.View(DType::kUInt8, {8}, INT64_MAX); }),
+            "kv-canary: buffer view end overflows: 9223372036854775807 + 8");
+}
+
+}  // namespace
+}  // namespace kvcanary::runtime
