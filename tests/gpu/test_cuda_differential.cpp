@@ -103,12 +103,11 @@ class CudaDifferential : public testing::DeviceTest {};
 
 // Everything on, over a canary buffer of the given row stride.
 SweepCase StrideCase(int64_t stride) {
-  SweepCase c;
-  c.name = "Stride" + std::to_string(stride);
-  c.seed = 0x57D0 + static_cast<uint64_t>(stride);
-  c.bs = 33;
-  c.prefixes = {1, 127, 128, 129};
-  c.extends = {1, 128};
+  SweepCase c{.name = "Stride" + std::to_string(stride),
+              .seed = 0x57D0 + static_cast<uint64_t>(stride),
+              .bs = 33,
+              .prefixes = {1, 127, 128, 129},
+              .extends = {1, 128}};
   c.lut = testing::LutKind::kPermutation;
   c.window = 128;
   c.table = testing::TableKind::kSparsePermuted;
@@ -166,12 +165,7 @@ TEST_F(CudaDifferential, PlanStagesMatchTheCpu) {
 // A LUT shorter than the full slot range: indices past it clamp to its last entry (D3), so many
 // entries share slots and verify records rows. Plan and verify only (writes would collide).
 TEST_F(CudaDifferential, LutIndexPastTheEndClampsLikeTheCpu) {
-  SweepCase c;
-  c.name = "ShortLut";
-  c.seed = 0xC1A3;
-  c.bs = 8;
-  c.prefixes = {16, 32};
-  c.extends = {1};
+  SweepCase c{.name = "ShortLut", .seed = 0xC1A3, .bs = 8, .prefixes = {16, 32}, .extends = {1}};
   c.lut = testing::LutKind::kPermutation;
   c.table = testing::TableKind::kSparsePermuted;
   SCOPED_TRACE(testing::Describe(c));
@@ -186,12 +180,8 @@ TEST_F(CudaDifferential, LutIndexPastTheEndClampsLikeTheCpu) {
 // More violations than ring rows: the ring is fill-once, so the CPU keeps its first rows and CUDA
 // some subset of the same rows; write_index counts them all on both.
 TEST_F(CudaDifferential, RingOverflowKeepsRowsOfTheCpuSet) {
-  SweepCase c;
-  c.name = "RingOverflow";
-  c.seed = 0x0F10;
-  c.bs = 33;
-  c.prefixes = {128, 129};
-  c.extends = {1};
+  const SweepCase c{
+      .name = "RingOverflow", .seed = 0x0F10, .bs = 33, .prefixes = {128, 129}, .extends = {1}};
   SCOPED_TRACE(testing::Describe(c));
   StepInputs in = testing::MakeStep(c);
   // Flip the position of the first 16 records of every row: dozens of rows.
