@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <initializer_list>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -36,24 +37,12 @@ class BackendRunner {
   // Whether this build and machine can run the backend (CUDA: the backend and a device).
   bool Available() const { return !on_cuda() || runtime::CudaDeviceAvailable(); }
 
-  void Plan(PlanArgs args) {
-    Call(args, [](const PlanArgs& a) { kvcanary::Plan(a); });
-  }
-  void PlanOffsets(PlanOffsetsArgs args) {
-    Call(args, [](const PlanOffsetsArgs& a) { kvcanary::PlanOffsets(a); });
-  }
-  void PlanEntries(PlanEntriesArgs args) {
-    Call(args, [](const PlanEntriesArgs& a) { kvcanary::PlanEntries(a); });
-  }
-  void Verify(VerifyArgs args) {
-    Call(args, [](const VerifyArgs& a) { kvcanary::Verify(a); });
-  }
-  void FusedVerify(FusedVerifyArgs args) {
-    Call(args, [](const FusedVerifyArgs& a) { kvcanary::FusedVerify(a); });
-  }
-  void Write(WriteArgs args) {
-    Call(args, [](const WriteArgs& a) { kvcanary::Write(a); });
-  }
+  void Plan(PlanArgs args) { Call(args, &kvcanary::Plan); }
+  void PlanOffsets(PlanOffsetsArgs args) { Call(args, &kvcanary::PlanOffsets); }
+  void PlanEntries(PlanEntriesArgs args) { Call(args, &kvcanary::PlanEntries); }
+  void Verify(VerifyArgs args) { Call(args, &kvcanary::Verify); }
+  void FusedVerify(FusedVerifyArgs args) { Call(args, &kvcanary::FusedVerify); }
+  void Write(WriteArgs args) { Call(args, &kvcanary::Write); }
 
   // The rows of one launch in the order the test may rely on: as recorded on the CPU, sorted on
   // CUDA (threads record concurrently, so only the multiset is defined there).
@@ -78,10 +67,11 @@ class BackendRunner {
     return (last + 1) * ItemSize(v.dtype());
   }
 
-  template <typename Args, typename Op>
-  void Call(Args& args, Op op) {
+  // Runs the op on the default stream (nullptr), on the CPU as given, on CUDA over device copies.
+  template <typename Args>
+  void Call(Args& args, void (*op)(const Args&, StreamHandle)) {
     if (!on_cuda()) {
-      op(args);
+      op(args, nullptr);
       return;
     }
     std::vector<Region> regions;
@@ -95,7 +85,7 @@ class BackendRunner {
                               bytes, cuda, nullptr);
     }
     ForEachView(args, [&](TensorView& v) { v = OnDevice(regions, v); });
-    op(args);
+    op(args, nullptr);
     for (const Region& r : regions) {
       runtime::CopyBytesAsync(reinterpret_cast<void*>(r.begin), r.device.data_as<char>() + r.lead,
                               static_cast<int64_t>(r.end - r.begin), cuda, nullptr);
@@ -138,37 +128,35 @@ class BackendRunner {
     return v;
   }
 
+  // Calls f on each of the views.
+  template <typename F>
+  static void Each(std::initializer_list<TensorView*> views, F&& f) {
+    for (TensorView* v : views) f(*v);
+  }
+
   // Every tensor of an op's arguments, sources included.
   template <typename F>
   static void ForEachView(PlanInputs& in, F&& f) {
-    for (TensorView* v :
-         {&in.req_pool_indices, &in.prefix_lens, &in.extend_seq_lens, &in.req_to_token,
+    Each({&in.req_pool_indices, &in.prefix_lens, &in.extend_seq_lens, &in.req_to_token,
           &in.full_to_swa_index_mapping, &in.req_to_verify_expected_tokens,
-          &in.req_to_verify_expected_tokens_valid_lens}) {
-      f(*v);
-    }
+          &in.req_to_verify_expected_tokens_valid_lens},
+         f);
   }
   template <typename F>
   static void ForEachView(VerifyPlanView& p, F&& f) {
-    for (TensorView* v :
-         {&p.verify_slot_indices, &p.verify_expected_tokens, &p.verify_expected_positions,
-          &p.verify_prev_slot_indices, &p.verify_num_valid, &p.enable}) {
-      f(*v);
-    }
+    Each({&p.verify_slot_indices, &p.verify_expected_tokens, &p.verify_expected_positions,
+          &p.verify_prev_slot_indices, &p.verify_num_valid, &p.enable},
+         f);
   }
   template <typename F>
   static void ForEachView(WritePlanView& p, F&& f) {
-    for (TensorView* v : {&p.write_offsets, &p.write_seed_slot_indices, &p.write_num_valid_reqs}) {
-      f(*v);
-    }
+    Each({&p.write_offsets, &p.write_seed_slot_indices, &p.write_num_valid_reqs}, f);
   }
   template <typename F>
   static void ForEachView(LaunchContext& c, F&& f) {
-    for (TensorView* v :
-         {&c.canary_buf, &c.violation_ring, &c.violation_write_index, &c.slot_run_counter,
-          &c.kernel_run_counter, &c.enable_chain_position_assert}) {
-      f(*v);
-    }
+    Each({&c.canary_buf, &c.violation_ring, &c.violation_write_index, &c.slot_run_counter,
+          &c.kernel_run_counter, &c.enable_chain_position_assert},
+         f);
     for (int i = 0; i < c.num_real_kv_sources; ++i) f(c.real_kv_sources[i].tensor);
   }
   template <typename F>
@@ -185,20 +173,17 @@ class BackendRunner {
   template <typename F>
   static void ForEachView(PlanOffsetsArgs& a, F&& f) {
     ForEachView(a.inputs, f);
-    for (TensorView* v :
-         {&a.out_verify_offsets_scratch, &a.out_write_offsets, &a.out_write_seed_slot_indices,
-          &a.out_verify_num_valid, &a.out_verify_enable, &a.out_write_num_valid_reqs}) {
-      f(*v);
-    }
+    Each({&a.out_verify_offsets_scratch, &a.out_write_offsets, &a.out_write_seed_slot_indices,
+          &a.out_verify_num_valid, &a.out_verify_enable, &a.out_write_num_valid_reqs},
+         f);
   }
   template <typename F>
   static void ForEachView(PlanEntriesArgs& a, F&& f) {
     ForEachView(a.inputs, f);
-    for (TensorView* v : {&a.verify_offsets_scratch, &a.verify_enable, &a.out_verify_slot_indices,
-                          &a.out_verify_expected_tokens, &a.out_verify_expected_positions,
-                          &a.out_verify_prev_slot_indices}) {
-      f(*v);
-    }
+    Each({&a.verify_offsets_scratch, &a.verify_enable, &a.out_verify_slot_indices,
+          &a.out_verify_expected_tokens, &a.out_verify_expected_positions,
+          &a.out_verify_prev_slot_indices},
+         f);
   }
   template <typename F>
   static void ForEachView(VerifyArgs& a, F&& f) {
@@ -211,17 +196,16 @@ class BackendRunner {
     ForEachView(a.context, f);
     ForEachView(a.paired_context, f);
     ForEachView(a.inputs, f);
-    for (TensorView* v : {&a.verify_offsets_scratch, &a.verify_num_valid, &a.verify_enable}) f(*v);
+    Each({&a.verify_offsets_scratch, &a.verify_num_valid, &a.verify_enable}, f);
   }
   template <typename F>
   static void ForEachView(WriteArgs& a, F&& f) {
     ForEachView(a.context, f);
     ForEachView(a.paired_context, f);
     ForEachView(a.plan, f);
-    for (TensorView* v : {&a.input_ids, &a.positions, &a.out_cache_loc, &a.expected_input_tokens,
-                          &a.expected_input_positions}) {
-      f(*v);
-    }
+    Each({&a.input_ids, &a.positions, &a.out_cache_loc, &a.expected_input_tokens,
+          &a.expected_input_positions},
+         f);
   }
 
   TestBackend backend_;

@@ -12,6 +12,7 @@
 #include "edge_case_util.h"
 #include "kvcanary/hash.h"
 #include "kvcanary/kvcanary.h"
+#include "plan_args.h"
 #include "testutil.h"
 
 namespace kvcanary::testing {
@@ -123,12 +124,7 @@ TEST(EdgeCases, D6PlanHasNoBatchSizeLimitButPlanOffsetsKeepsIt) {
   args.inputs.prefix_lens = ones.view();
   args.inputs.extend_seq_lens = ones.view();
   args.inputs.req_to_token = c.req_to_token.view();
-  args.out_verify_offsets_scratch = scratch.view();
-  args.out_write_offsets = staged.offsets.view();
-  args.out_write_seed_slot_indices = staged.seeds.view();
-  args.out_verify_num_valid = staged.num_valid.view();
-  args.out_verify_enable = staged.enable.view();
-  args.out_write_num_valid_reqs = staged.num_valid_reqs.view();
+  SetPlanOffsetsOutputs(args, staged, scratch);
   args.verify_capacity = kBs;
   EXPECT_KVC_ERROR(PlanOffsets(args),
                    "kv-canary: offsets kernel bs must be in [0, 4096], got 5000");

@@ -9,6 +9,7 @@
 
 #include "backend_runner.h"
 #include "kvcanary/kvcanary.h"
+#include "plan_args.h"
 #include "testutil.h"
 
 namespace kvcanary {
@@ -18,6 +19,7 @@ using testing::BackendTest;
 using testing::CanaryState;
 using testing::HostTensor;
 using testing::PlanBuffers;
+using testing::WriteCall;
 
 constexpr int64_t kTail = static_cast<int64_t>(CanaryLaunchTag::kTailKFull);
 
@@ -54,12 +56,8 @@ class ChainVectors : public BackendTest {
     HostTensor<int64_t> loc = HostTensor<int64_t>::Of(slots);
     HostTensor<int64_t> exp_ids = HostTensor<int64_t>::Of(expected_tokens);
     HostTensor<int64_t> exp_pos = HostTensor<int64_t>::Of(expected_positions);
-    WriteArgs args;
-    args.context = state_.Context(kTail);
-    args.plan = plan.write();
-    args.input_ids = ids.view();
-    args.positions = pos.view();
-    args.out_cache_loc = loc.view();
+    WriteArgs args =
+        WriteCall(state_.Context(kTail), plan.write(), ids.view(), pos.view(), loc.view());
     args.enable_write_input_assert = !expected_tokens.empty();
     if (args.enable_write_input_assert) {
       args.expected_input_tokens = exp_ids.view();
@@ -244,13 +242,7 @@ TEST_P(RealKvWrite, WriteStoresTheFingerprintAndVerifyRechecksIt) {
   HostTensor<int64_t> ids = HostTensor<int64_t>::Of({11});
   HostTensor<int64_t> pos = HostTensor<int64_t>::Of({0});
   HostTensor<int64_t> loc = HostTensor<int64_t>::Of({1});
-  WriteArgs write;
-  write.context = context;
-  write.plan = plan.write();
-  write.input_ids = ids.view();
-  write.positions = pos.view();
-  write.out_cache_loc = loc.view();
-  backend.Write(write);
+  backend.Write(WriteCall(context, plan.write(), ids.view(), pos.view(), loc.view()));
   EXPECT_EQ(state.record(1).real_kv_hash, -2965813710295743732LL);
 
   plan.slots[0] = 1;

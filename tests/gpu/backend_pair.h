@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "device_state.h"
+#include "plan_args.h"
 #include "step_inputs.h"
 #include "testutil.h"
 
@@ -94,59 +95,56 @@ struct BackendStep {
                              {pitch, 1});
   }
 
+  // The inputs all three plan calls read: the batch, the table, the SWA window and LUT.
+  PlanInputs SharedPlanInputs() const {
+    PlanInputs in;
+    in.req_pool_indices = req_pool_indices.view();
+    in.prefix_lens = prefix_lens.view();
+    in.req_to_token = TableView();
+    in.swa_window_size = inputs.window;
+    in.full_to_swa_index_mapping = ViewOf(lut);
+    return in;
+  }
+  // The expected-token pool that Plan and PlanEntries read.
+  void AddTokenPool(PlanInputs& in) const {
+    in.req_to_verify_expected_tokens = ViewOf(pool);
+    in.req_to_verify_expected_tokens_valid_lens = ViewOf(valid_lens);
+    in.kv_token_id_vs_position_offset = inputs.pool_offset;
+  }
+
   PlanArgs PlanArgsOf() const {
     PlanArgs a;
     a.verify_plan_out = plan.verify();
     a.write_plan_out = plan.write();
-    a.inputs.req_pool_indices = req_pool_indices.view();
-    a.inputs.prefix_lens = prefix_lens.view();
+    a.inputs = SharedPlanInputs();
     a.inputs.extend_seq_lens = extend_seq_lens.view();
-    a.inputs.req_to_token = TableView();
-    if (inputs.req_to_token_width > 0) a.inputs.req_to_token_stride0 = inputs.req_to_token.shape()[1];
-    a.inputs.swa_window_size = inputs.window;
-    a.inputs.full_to_swa_index_mapping = ViewOf(lut);
+    if (inputs.req_to_token_width > 0) {
+      a.inputs.req_to_token_stride0 = inputs.req_to_token.shape()[1];
+    }
+    AddTokenPool(a.inputs);
     a.verify_capacity = plan.slots.shape()[0];
-    a.inputs.req_to_verify_expected_tokens = ViewOf(pool);
-    a.inputs.req_to_verify_expected_tokens_valid_lens = ViewOf(valid_lens);
-    a.inputs.kv_token_id_vs_position_offset = inputs.pool_offset;
     a.verify_offsets_scratch = ViewOf(scratch);
     return a;
   }
   // The two stages of the plan (REQUIRES bs <= 4096); the offsets go to stage_scratch.
   PlanOffsetsArgs OffsetsArgsOf() const {
     PlanOffsetsArgs a;
-    a.inputs.req_pool_indices = req_pool_indices.view();
-    a.inputs.prefix_lens = prefix_lens.view();
+    a.inputs = SharedPlanInputs();
     a.inputs.extend_seq_lens = extend_seq_lens.view();
-    a.inputs.req_to_token = TableView();
-    a.inputs.full_to_swa_index_mapping = ViewOf(lut);
-    a.out_verify_offsets_scratch = stage_scratch.view();
-    a.out_write_offsets = plan.offsets.view();
-    a.out_write_seed_slot_indices = plan.seeds.view();
-    a.out_verify_num_valid = plan.num_valid.view();
-    a.out_verify_enable = plan.enable.view();
-    a.out_write_num_valid_reqs = plan.num_valid_reqs.view();
-    a.inputs.swa_window_size = inputs.window;
+    SetPlanOffsetsOutputs(a, plan, stage_scratch);
     a.verify_capacity = plan.slots.shape()[0];
     return a;
   }
   PlanEntriesArgs EntriesArgsOf() const {
-    PlanEntriesArgs a;
-    a.inputs.req_pool_indices = req_pool_indices.view();
-    a.inputs.prefix_lens = prefix_lens.view();
-    a.inputs.req_to_token = TableView();
-    a.inputs.full_to_swa_index_mapping = ViewOf(lut);
-    a.verify_offsets_scratch = stage_scratch.view();
-    a.verify_enable = plan.enable.view();
-    a.inputs.req_to_verify_expected_tokens = ViewOf(pool);
-    a.inputs.req_to_verify_expected_tokens_valid_lens = ViewOf(valid_lens);
-    a.out_verify_slot_indices = plan.slots.view();
-    a.out_verify_expected_tokens = plan.tokens.view();
-    a.out_verify_expected_positions = plan.positions.view();
-    a.out_verify_prev_slot_indices = plan.prevs.view();
-    a.inputs.kv_token_id_vs_position_offset = inputs.pool_offset;
-    a.inputs.swa_window_size = inputs.window;
-    return a;
+    PlanInputs in = SharedPlanInputs();
+    AddTokenPool(in);
+    return PlanEntriesArgs{.inputs = in,
+                           .verify_offsets_scratch = stage_scratch.view(),
+                           .verify_enable = plan.enable.view(),
+                           .out_verify_slot_indices = plan.slots.view(),
+                           .out_verify_expected_tokens = plan.tokens.view(),
+                           .out_verify_expected_positions = plan.positions.view(),
+                           .out_verify_prev_slot_indices = plan.prevs.view()};
   }
   // The offsets-only plan that feeds FusedVerify: the counts and write plan into `plan` (its
   // entry arrays stay as they were), the offsets into fused_scratch.
@@ -183,12 +181,8 @@ struct BackendStep {
     return SwaTranslateArgs{out_cache_loc.view(), lut->view(), out_cache_loc.view()};
   }
   WriteArgs WriteArgsOf() const {
-    WriteArgs a;
-    a.context = Context();
-    a.plan = plan.write();
-    a.input_ids = input_ids.view();
-    a.positions = positions.view();
-    a.out_cache_loc = out_cache_loc.view();
+    WriteArgs a = WriteCall(Context(), plan.write(), input_ids.view(), positions.view(),
+                            out_cache_loc.view());
     a.enable_write_input_assert = expected_tokens.has_value();
     a.expected_input_tokens = ViewOf(expected_tokens);
     a.expected_input_positions = ViewOf(expected_positions);

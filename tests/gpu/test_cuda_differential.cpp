@@ -12,6 +12,7 @@
 #include "device_buffer.h"
 #include "device_state.h"
 #include "kvcanary/kvcanary.h"
+#include "plan_args.h"
 #include "random_inputs.h"
 #include "sweep_cases.h"
 #include "testutil.h"
@@ -29,49 +30,55 @@ using testing::Rng;
 using testing::StepInputs;
 using testing::SweepCase;
 
+// Runs `op` on the CPU step, then on the CUDA step: the same call on both backends.
+template <typename Op>
+void OnBoth(const CpuStep& cpu, const CudaStep& cuda, Op op) {
+  op(cpu);
+  op(cuda);
+}
+
+// Compares the two backends' states after `what`. Rows are compared as a multiset, which needs
+// all of them in the ring: false (and a failure) when the CPU run overflowed it.
+bool SameStatesWithinTheRing(const CpuStep& cpu, const CudaStep& cuda, const char* what) {
+  const int64_t rows = cpu.primary.state.write_index[0];
+  EXPECT_LE(rows, testing::kSweepRingCapacity)
+      << "the case overflows the ring: rows can no longer be compared as a multiset";
+  if (rows > testing::kSweepRingCapacity) return false;
+  testing::ExpectSameStates(cpu, cuda, what);
+  return true;
+}
+
 // Plan, verify, SWA translation of the write slots (with a LUT) and write, on both backends from
 // the same inputs; every output is compared after each op.
 void RunStep(const StepInputs& in, bool write = true) {
   CpuStep cpu(in);
   CudaStep cuda(in);
-  Plan(cpu.PlanArgsOf());
-  Plan(cuda.PlanArgsOf());
+  OnBoth(cpu, cuda, [](const auto& step) { Plan(step.PlanArgsOf()); });
   testing::ExpectSamePlan(cpu.plan, cuda.plan.ToHost(), "plan");
 
-  Verify(cpu.VerifyArgsOf());
-  Verify(cuda.VerifyArgsOf());
-  ASSERT_LE(cpu.primary.state.write_index[0], testing::kSweepRingCapacity)
-      << "the case overflows the ring: rows can no longer be compared as a multiset";
-  testing::ExpectSameStates(cpu, cuda, "verify");
+  OnBoth(cpu, cuda, [](const auto& step) { Verify(step.VerifyArgsOf()); });
+  if (!SameStatesWithinTheRing(cpu, cuda, "verify")) return;
   testing::ExpectSameTensor(in.primary.state.canary, cpu.primary.state.canary,
                             "verify wrote the canary buffer");
   if (!write) return;
 
   if (in.lut.has_value()) {
-    SwaTranslate(cpu.TranslateArgsOf());
-    SwaTranslate(cuda.TranslateArgsOf());
+    OnBoth(cpu, cuda, [](const auto& step) { SwaTranslate(step.TranslateArgsOf()); });
     testing::ExpectSameTensor(cpu.out_cache_loc, cuda.out_cache_loc.ToHost(), "swa_translate");
   }
-  Write(cpu.WriteArgsOf());
-  Write(cuda.WriteArgsOf());
-  ASSERT_LE(cpu.primary.state.write_index[0], testing::kSweepRingCapacity)
-      << "the case overflows the ring: rows can no longer be compared as a multiset";
-  testing::ExpectSameStates(cpu, cuda, "write");
+  OnBoth(cpu, cuda, [](const auto& step) { Write(step.WriteArgsOf()); });
+  SameStatesWithinTheRing(cpu, cuda, "write");
 }
 
 // The offsets-only plan and FusedVerify on both backends, from fresh copies of the inputs.
 void RunFusedVerify(const StepInputs& in) {
   CpuStep cpu(in);
   CudaStep cuda(in);
-  Plan(cpu.OffsetsOnlyPlanArgsOf());
-  Plan(cuda.OffsetsOnlyPlanArgsOf());
+  OnBoth(cpu, cuda, [](const auto& step) { Plan(step.OffsetsOnlyPlanArgsOf()); });
   testing::ExpectSamePlan(cpu.plan, cuda.plan.ToHost(), "offsets-only plan");
   testing::ExpectSameTensor(cpu.fused_scratch, cuda.fused_scratch.ToHost(), "offsets scratch");
-  FusedVerify(cpu.FusedVerifyArgsOf());
-  FusedVerify(cuda.FusedVerifyArgsOf());
-  ASSERT_LE(cpu.primary.state.write_index[0], testing::kSweepRingCapacity)
-      << "the case overflows the ring: rows can no longer be compared as a multiset";
-  testing::ExpectSameStates(cpu, cuda, "fused verify");
+  OnBoth(cpu, cuda, [](const auto& step) { FusedVerify(step.FusedVerifyArgsOf()); });
+  SameStatesWithinTheRing(cpu, cuda, "fused verify");
 }
 
 class CudaDifferentialSweep : public testing::DeviceTest,
@@ -96,12 +103,11 @@ class CudaDifferential : public testing::DeviceTest {};
 
 // Everything on, over a canary buffer of the given row stride.
 SweepCase StrideCase(int64_t stride) {
-  SweepCase c;
-  c.name = "Stride" + std::to_string(stride);
-  c.seed = 0x57D0 + static_cast<uint64_t>(stride);
-  c.bs = 33;
-  c.prefixes = {1, 127, 128, 129};
-  c.extends = {1, 128};
+  SweepCase c{.name = "Stride" + std::to_string(stride),
+              .seed = 0x57D0 + static_cast<uint64_t>(stride),
+              .bs = 33,
+              .prefixes = {1, 127, 128, 129},
+              .extends = {1, 128}};
   c.lut = testing::LutKind::kPermutation;
   c.window = 128;
   c.table = testing::TableKind::kSparsePermuted;
@@ -149,11 +155,9 @@ TEST_F(CudaDifferential, PlanStagesMatchTheCpu) {
     const StepInputs in = testing::MakeStep(cases[i]);
     CpuStep cpu(in);
     CudaStep cuda(in);
-    PlanOffsets(cpu.OffsetsArgsOf());
-    PlanOffsets(cuda.OffsetsArgsOf());
+    OnBoth(cpu, cuda, [](const auto& step) { PlanOffsets(step.OffsetsArgsOf()); });
     testing::ExpectSameTensor(cpu.stage_scratch, cuda.stage_scratch.ToHost(), "offsets scratch");
-    PlanEntries(cpu.EntriesArgsOf());
-    PlanEntries(cuda.EntriesArgsOf());
+    OnBoth(cpu, cuda, [](const auto& step) { PlanEntries(step.EntriesArgsOf()); });
     testing::ExpectSamePlan(cpu.plan, cuda.plan.ToHost(), "plan stages");
   }
 }
@@ -161,12 +165,7 @@ TEST_F(CudaDifferential, PlanStagesMatchTheCpu) {
 // A LUT shorter than the full slot range: indices past it clamp to its last entry (D3), so many
 // entries share slots and verify records rows. Plan and verify only (writes would collide).
 TEST_F(CudaDifferential, LutIndexPastTheEndClampsLikeTheCpu) {
-  SweepCase c;
-  c.name = "ShortLut";
-  c.seed = 0xC1A3;
-  c.bs = 8;
-  c.prefixes = {16, 32};
-  c.extends = {1};
+  SweepCase c{.name = "ShortLut", .seed = 0xC1A3, .bs = 8, .prefixes = {16, 32}, .extends = {1}};
   c.lut = testing::LutKind::kPermutation;
   c.table = testing::TableKind::kSparsePermuted;
   SCOPED_TRACE(testing::Describe(c));
@@ -181,12 +180,8 @@ TEST_F(CudaDifferential, LutIndexPastTheEndClampsLikeTheCpu) {
 // More violations than ring rows: the ring is fill-once, so the CPU keeps its first rows and CUDA
 // some subset of the same rows; write_index counts them all on both.
 TEST_F(CudaDifferential, RingOverflowKeepsRowsOfTheCpuSet) {
-  SweepCase c;
-  c.name = "RingOverflow";
-  c.seed = 0x0F10;
-  c.bs = 33;
-  c.prefixes = {128, 129};
-  c.extends = {1};
+  const SweepCase c{
+      .name = "RingOverflow", .seed = 0x0F10, .bs = 33, .prefixes = {128, 129}, .extends = {1}};
   SCOPED_TRACE(testing::Describe(c));
   StepInputs in = testing::MakeStep(c);
   // Flip the position of the first 16 records of every row: dozens of rows.
@@ -335,12 +330,7 @@ TEST_F(CudaDifferential, OutOfRangeDeviceValuesClampLikeTheCpu) {
   auto run = [](const auto& state, const auto& p, bool check, const auto& i, const auto& pos,
                 const auto& l, const auto& e) {
     Verify(VerifyArgs{state.Context(), p.verify(), check, std::nullopt});
-    WriteArgs w;
-    w.context = state.Context();
-    w.plan = p.write();
-    w.input_ids = i.view();
-    w.positions = pos.view();
-    w.out_cache_loc = l.view();
+    WriteArgs w = testing::WriteCall(state.Context(), p.write(), i.view(), pos.view(), l.view());
     w.enable_write_input_assert = true;
     w.expected_input_tokens = e.view();
     w.expected_input_positions = pos.view();

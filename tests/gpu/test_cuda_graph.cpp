@@ -23,11 +23,8 @@ namespace kvcanary {
 namespace {
 
 using testing::CanaryState;
-using testing::CpuStep;
 using testing::CudaStep;
-using testing::DeviceTensor;
 using testing::HostTensor;
-using testing::PlanBuffers;
 using testing::StepInputs;
 
 // The world: requests in req_to_token rows 1..5 with 64 consecutive slots each; batch row 2 is
@@ -58,7 +55,7 @@ StepInputs GraphStep(const std::vector<int64_t>& prefix, const std::vector<int64
                      int64_t bump_row = -1) {
   testing::HalfInputs k{
       CanaryState(kNumSlots, 64), {Source(1)}, static_cast<int64_t>(CanaryLaunchTag::kTailKFull)};
-  StepInputs in(std::move(k), PlanBuffers(5 * kWidth, 8));
+  StepInputs in(std::move(k), testing::PlanBuffers(5 * kWidth, 8));
   in.paired = testing::HalfInputs{
       CanaryState(kNumSlots, 1), {Source(2)}, static_cast<int64_t>(CanaryLaunchTag::kTailVFull)};
   in.mode = RealKvHashMode::kAll;
@@ -110,7 +107,7 @@ void Overwrite(HostTensor<T>& host, const HostTensor<T>& values) {
   host = values;
 }
 template <typename T>
-void Overwrite(DeviceTensor<T>& device, const HostTensor<T>& values) {
+void Overwrite(testing::DeviceTensor<T>& device, const HostTensor<T>& values) {
   device.CopyFrom(values);
 }
 
@@ -189,7 +186,7 @@ class CudaGraph : public testing::DeviceTest {
     if (!with_scratch) a.scratch.reset();  // the plan allocates its own, stream-ordered
     const StepInputs b = GraphStep({8, 5, 0, 7, 2, 9}, std::vector<int64_t>(kBs, 1));
     const StepInputs c = GraphStep({9, 6, 0, 8, 3, 10}, {2, 3, 1, 1, 4, 2}, /*bump_row=*/4);
-    CpuStep cpu(a);
+    testing::CpuStep cpu(a);
     CudaStep cuda(a);
     Stream stream;
     {  // Warm up on a throwaway copy, as a runtime does before capturing: the first launches load

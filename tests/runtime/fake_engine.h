@@ -39,14 +39,16 @@ class CapturingLog : public LogSink {
 };
 
 struct FakeEngineOptions {
+  // The pool, the table and the batch: their sizes and where they live.
   int64_t num_slots = 512;
   int64_t max_reqs = 8;
   int64_t max_context = 128;
   int64_t bytes_per_token = 32;
+  Device device = Device::CPU();
+  // The runtime installed over them.
   Config config;
   std::optional<Capacities> capacities;
   PerturbConfig perturb;
-  Device device = Device::CPU();
   bool graph_capture = false;  // InstallArgs::graph_capture (CUDA only)
   int64_t cuda_graph_max_bs = 0;
   ViolationSignalReducer* signal_reducer = nullptr;  // InstallArgs::signal_reducer

@@ -176,13 +176,15 @@ TEST(Perturbation, PostForwardFlipOnZeroKvSetsTheFirstByteAndLeavesCanaryBuffers
 }
 
 TEST(Perturbation, ProbabilityOneDuringWarmupFiresNothing) {
-  const PerturbConfig perturb{.req_to_token_prob = 1,
-                              .real_kv_used_prob = 1,
-                              .real_kv_unused_cache_prob = 1,
-                              .real_kv_post_forward_prob = 1,
-                              .next_token_swap_prob = 1,
-                              .target_group = GroupKind::kFull,
-                              .warmup_steps = 5};
+  PerturbConfig perturb;
+  for (double PerturbConfig::*prob :
+       {&PerturbConfig::req_to_token_prob, &PerturbConfig::real_kv_used_prob,
+        &PerturbConfig::real_kv_unused_cache_prob, &PerturbConfig::real_kv_post_forward_prob,
+        &PerturbConfig::next_token_swap_prob}) {
+    perturb.*prob = 1;
+  }
+  perturb.target_group = GroupKind::kFull;
+  perturb.warmup_steps = 5;
   RecordedEngine run(PerturbOptions(perturb));
   FakeEngine& engine = run.engine;
   const Recorder& recorder = run.recorder;
