@@ -201,7 +201,8 @@ inline void RequirePrefix(const std::exception& error, std::string_view prefix) 
   }
 }
 
-// Runs one op call. A call may succeed or throw kvcanary::Error; a rejection must name itself
+// Runs one op call (KVC_FUZZ_VERBOSE set: prints why it was refused). A call may succeed or throw
+// kvcanary::Error; a rejection must name itself
 // ("kv-canary: ...") and leave every buffer as it was. Anything else aborts, which libFuzzer
 // reports with the input.
 inline void CallOp(Arena& arena, const std::function<void()>& op) {
@@ -209,6 +210,7 @@ inline void CallOp(Arena& arena, const std::function<void()>& op) {
   try {
     op();
   } catch (const kvcanary::Error& error) {
+    if (std::getenv("KVC_FUZZ_VERBOSE") != nullptr) std::fprintf(stderr, "%s\n", error.what());
     RequirePrefix(error, "kv-canary: ");
     if (!arena.Unchanged()) {
       std::fprintf(stderr, "fuzz: rejected call changed a buffer: %s\n", error.what());
