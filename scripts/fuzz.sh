@@ -15,7 +15,7 @@ work=${KVC_FUZZ_WORK:-$(mktemp -d -t kvc-fuzz.XXXXXX)}  # grown corpora, logs, r
 
 echo "== kvcanary: build the fuzz targets (preset 'fuzz')"
 cmake --preset fuzz >/dev/null
-cmake --build --preset fuzz
+cmake --build --preset fuzz --target kvc_fuzz_targets
 
 # The CPU backend's threads add nothing here but scheduling noise.
 export OMP_NUM_THREADS=1
