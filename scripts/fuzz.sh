@@ -4,18 +4,18 @@
 # crash, sanitizer report, leak, timeout or out-of-memory; prints the failing target's log and
 # where the reproducer was written (docs/fuzzing.md).
 #
-#   KVC_FUZZ_SECONDS   seconds per target (default 25)
+#   KVC_FUZZ_SECONDS   seconds per target (default 20)
 #   KVC_FUZZ_JOBS      targets run at once (default 2)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-seconds=${KVC_FUZZ_SECONDS:-25}
+seconds=${KVC_FUZZ_SECONDS:-20}
 jobs=${KVC_FUZZ_JOBS:-2}
 work=${KVC_FUZZ_WORK:-$(mktemp -d -t kvc-fuzz.XXXXXX)}  # grown corpora, logs, reproducers
 
 echo "== kvcanary: build the fuzz targets (preset 'fuzz')"
 cmake --preset fuzz >/dev/null
-cmake --build --preset fuzz
+cmake --build --preset fuzz --target kvc_fuzz_targets
 
 # The CPU backend's threads add nothing here but scheduling noise.
 export OMP_NUM_THREADS=1

@@ -9,6 +9,7 @@ packages=(
   libcli11-dev nlohmann-json3-dev               # the kvcanary command
   pybind11-dev python3-dev python3-numpy python3-pytest python3-torch  # Python binding
   python3-hypothesis                            # Python property tests
+  clang libclang-rt-dev llvm  # fuzz targets: clang, libFuzzer (libclang_rt.fuzzer*.a), symbolizer
 )
 
 if [[ $(id -u) -eq 0 ]]; then

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds kvcanary twice and runs every test: the default build (with the CUDA backend compiled when
-# nvcc is present; GPU tests skip without a device) and an AddressSanitizer + UBSan build.
+# nvcc is present; GPU tests skip without a device) and an AddressSanitizer + UBSan build. Then the
+# fuzz stage: the libFuzzer targets built with clang, each run for a bounded time (scripts/fuzz.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -10,3 +11,5 @@ for preset in default asan; do
   cmake --build --preset "${preset}"
   ctest --preset "${preset}" --parallel 2
 done
+
+bash scripts/fuzz.sh

@@ -34,21 +34,38 @@ inline kvcanary::PlanInputs ConsumePlanInputs(Arena& arena, FuzzedDataProvider& 
   }
   inputs.require_contiguous_req_to_token = in.ConsumeBool();
   inputs.swa_window_size = ConsumeValue(in);
-  inputs.full_to_swa_index_mapping = arena.Optional(DType::kInt64, {ConsumeSize(in, 16)});
-  inputs.req_to_verify_expected_tokens =
-      arena.Optional(DType::kInt32, {ConsumeSize(in, 6), ConsumeSize(in, 12)});
-  inputs.req_to_verify_expected_tokens_valid_lens = arena.Optional(DType::kInt64, {bs});
+  // The LUT comes with a window and the pool with its lengths; Arena::Tensor may still drop one.
+  const Shape lut_shape = {1 + ConsumeSize(in, 15)};
+  inputs.full_to_swa_index_mapping = inputs.swa_window_size > 0
+                                         ? arena.Tensor(DType::kInt64, lut_shape)
+                                         : arena.Optional(DType::kInt64, lut_shape);
+  if (in.ConsumeBool()) {
+    inputs.req_to_verify_expected_tokens =
+        arena.Tensor(DType::kInt32, {ConsumeSize(in, 6), ConsumeSize(in, 12)});
+    inputs.req_to_verify_expected_tokens_valid_lens = arena.Tensor(DType::kInt64, {bs});
+  }
   inputs.kv_token_id_vs_position_offset = in.ConsumeIntegralInRange<int64_t>(-1, 2);
   return inputs;
 }
 
+// A source whose scalars fit its rows (one to three slots a row of 16 to 64 bytes each), or,
+// now and then, scalars as decoded.
 inline kvcanary::RealKvSource ConsumeRealKvSource(Arena& arena, FuzzedDataProvider& in) {
   kvcanary::RealKvSource source;
-  const int64_t row_bytes = 16 * ConsumeSize(in, 4);
+  source.page_size = 1 + ConsumeSize(in, 2);
+  source.num_bytes_per_token = 16 * (1 + ConsumeSize(in, 3));
+  source.read_bytes = 16 * (1 + ConsumeSize(in, source.num_bytes_per_token / 16 - 1));
+  if (in.ConsumeIntegral<uint8_t>() >= 224) {
+    source.page_size = ConsumeValue(in);
+    source.num_bytes_per_token = ConsumeValue(in);
+    source.read_bytes = ConsumeValue(in);
+  }
+  const int64_t row_bytes = source.page_size > 0 && source.page_size <= 3 &&
+                                    source.num_bytes_per_token > 0 &&
+                                    source.num_bytes_per_token <= 64
+                                ? source.page_size * source.num_bytes_per_token
+                                : 16 * ConsumeSize(in, 4);
   source.tensor = arena.Tensor(DType::kUInt8, {ConsumeSize(in, 4), row_bytes});
-  source.page_size = ConsumeValue(in);
-  source.num_bytes_per_token = ConsumeValue(in);
-  source.read_bytes = ConsumeValue(in);
   return source;
 }
 
@@ -62,13 +79,15 @@ inline kvcanary::LaunchContext ConsumeContext(Arena& arena, FuzzedDataProvider& 
   context.violation_write_index = arena.Tensor(DType::kInt32, {1});
   context.slot_run_counter = arena.Tensor(DType::kInt64, {1});
   context.kernel_run_counter = arena.Tensor(DType::kInt64, {1});
-  context.num_real_kv_sources =
-      in.ConsumeIntegralInRange<int>(-1, kvcanary::kMaxRealKvSources + 1);
+  // 0 to the most, or one past either end.
+  constexpr int kMost = kvcanary::kMaxRealKvSources;
+  context.num_real_kv_sources = in.ConsumeIntegralInRange<int>(0, kMost + 2);
+  if (context.num_real_kv_sources == kMost + 2) context.num_real_kv_sources = -1;
   for (int s = 0; s < context.num_real_kv_sources && s < kvcanary::kMaxRealKvSources; ++s) {
     context.real_kv_sources[s] = ConsumeRealKvSource(arena, in);
   }
-  context.real_kv_hash_mode = in.ConsumeIntegralInRange<int32_t>(-1, 3);
-  context.enable_chain_position_assert = arena.Optional(DType::kInt32, {1});
+  context.real_kv_hash_mode = in.ConsumeIntegralInRange<int32_t>(0, 3);  // 3: not a mode
+  context.enable_chain_position_assert = arena.Tensor(DType::kInt32, {1});
   return context;
 }
 

@@ -13,16 +13,29 @@ namespace {
 using kvcanary::runtime::Config;
 using kvcanary::runtime::PerturbConfig;
 
-constexpr const char* kVariables[] = {
-    "KVCANARY_MODE", "KVCANARY_REAL_DATA", "KVCANARY_SWEEP_INTERVAL", "KVCANARY_RING_CAPACITY",
-    "KVCANARY_STATS_PRINT_EVERY_N_STEPS", "KVCANARY_ENABLE_WRITE_INPUT_ASSERT",
-    "KVCANARY_ENABLE_VERIFY_TOKEN_ASSERT", "KVCANARY_ENABLE_TOKEN_ORACLE", "KVCANARY_ENABLE_MHA_V",
-    "KVCANARY_SWA_DIVERGENCE_STATS_INTERVAL", "KVCANARY_VERIFY_BACKUP",
-    "KVCANARY_REPORT_UNTOUCHED_ROWS", "KVCANARY_ALLREDUCE_VIOLATION_SIGNAL",
-    "KVCANARY_INCIDENT_FILE", "KVCANARY_FUSED_VERIFY", "KVCANARY_PERTURB_REQ_TO_TOKEN_PROB",
-    "KVCANARY_PERTURB_REAL_KV_USED_PROB", "KVCANARY_PERTURB_REAL_KV_UNUSED_CACHE_PROB",
-    "KVCANARY_PERTURB_REAL_KV_POST_FORWARD_PROB", "KVCANARY_PERTURB_NEXT_TOKEN_SWAP_PROB",
-    "KVCANARY_PERTURB_TARGET_GROUP", "KVCANARY_PERTURB_WARMUP_STEPS", "KVCANARY_PERTURB_SEED"};
+constexpr const char* kVariables[] = {"KVCANARY_MODE",
+                                      "KVCANARY_REAL_DATA",
+                                      "KVCANARY_SWEEP_INTERVAL",
+                                      "KVCANARY_RING_CAPACITY",
+                                      "KVCANARY_STATS_PRINT_EVERY_N_STEPS",
+                                      "KVCANARY_ENABLE_WRITE_INPUT_ASSERT",
+                                      "KVCANARY_ENABLE_VERIFY_TOKEN_ASSERT",
+                                      "KVCANARY_ENABLE_TOKEN_ORACLE",
+                                      "KVCANARY_ENABLE_MHA_V",
+                                      "KVCANARY_SWA_DIVERGENCE_STATS_INTERVAL",
+                                      "KVCANARY_VERIFY_BACKUP",
+                                      "KVCANARY_REPORT_UNTOUCHED_ROWS",
+                                      "KVCANARY_ALLREDUCE_VIOLATION_SIGNAL",
+                                      "KVCANARY_INCIDENT_FILE",
+                                      "KVCANARY_FUSED_VERIFY",
+                                      "KVCANARY_PERTURB_REQ_TO_TOKEN_PROB",
+                                      "KVCANARY_PERTURB_REAL_KV_USED_PROB",
+                                      "KVCANARY_PERTURB_REAL_KV_UNUSED_CACHE_PROB",
+                                      "KVCANARY_PERTURB_REAL_KV_POST_FORWARD_PROB",
+                                      "KVCANARY_PERTURB_NEXT_TOKEN_SWAP_PROB",
+                                      "KVCANARY_PERTURB_TARGET_GROUP",
+                                      "KVCANARY_PERTURB_WARMUP_STEPS",
+                                      "KVCANARY_PERTURB_SEED"};
 
 void Fail(const char* what, const std::string& value) {
   std::fprintf(stderr, "fuzz: %s: '%s'\n", what, value.c_str());
@@ -64,8 +77,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::map<std::string, std::string> env;
   while (in.remaining_bytes() > 0) {
     const size_t pick = in.ConsumeIntegralInRange<size_t>(0, std::size(kVariables));
-    const std::string name = pick < std::size(kVariables) ? kVariables[pick]
-                                                           : in.ConsumeRandomLengthString(40);
+    const std::string name =
+        pick < std::size(kVariables) ? kVariables[pick] : in.ConsumeRandomLengthString(40);
     env[name] = in.ConsumeRandomLengthString(40);
     CheckScalarParsers(env[name]);
   }
@@ -83,10 +96,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   Expect([&] {
     const PerturbConfig config = PerturbConfig::FromEnv(lookup);
     config.Validate();
-    for (double p : {config.req_to_token_prob, config.real_kv_used_prob,
-                     config.real_kv_unused_cache_prob, config.real_kv_post_forward_prob,
-                     config.next_token_swap_prob}) {
-      if (!(p >= 0 && p <= 1)) Fail("PerturbConfig accepted a probability outside [0, 1]", config.ToString());
+    for (double p :
+         {config.req_to_token_prob, config.real_kv_used_prob, config.real_kv_unused_cache_prob,
+          config.real_kv_post_forward_prob, config.next_token_swap_prob}) {
+      if (!(p >= 0 && p <= 1))
+        Fail("PerturbConfig accepted a probability outside [0, 1]", config.ToString());
     }
   });
   return 0;

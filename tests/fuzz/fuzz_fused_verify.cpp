@@ -16,7 +16,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       arena.Tensor(kvcanary::DType::kInt64, {bs + 1 + kvc_fuzz::ConsumeSize(in, 2)});
   args.verify_num_valid = arena.Tensor(kvcanary::DType::kInt32, {1});
   args.verify_enable = arena.Tensor(kvcanary::DType::kInt32, {1});
-  args.verify_capacity = in.ConsumeBool() ? kvc_fuzz::ConsumeValue(in) : kvc_fuzz::ConsumeSize(in, 24);
+  args.verify_capacity =
+      in.ConsumeBool() ? kvc_fuzz::ConsumeValue(in) : kvc_fuzz::ConsumeSize(in, 24);
   kvc_fuzz::CallOp(arena, [&] { kvcanary::FusedVerify(args); });
   return 0;
 }

@@ -9,8 +9,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const int64_t bs = kvc_fuzz::ConsumeSize(in, 6);
   kvcanary::PlanOffsetsArgs args;
   args.inputs = kvc_fuzz::ConsumePlanInputs(arena, in, bs);
-  args.out_verify_offsets_scratch =
-      arena.Tensor(kvcanary::DType::kInt64, {4097 + in.ConsumeIntegralInRange<int64_t>(-1, 1)});
+  const int64_t scratch_length = in.ConsumeBool() ? 4096 : 4097 + kvc_fuzz::ConsumeSize(in, 1);
+  args.out_verify_offsets_scratch = arena.Tensor(kvcanary::DType::kInt64, {scratch_length});
   args.out_write_offsets = arena.Tensor(kvcanary::DType::kInt64, {bs + 1});
   args.out_write_seed_slot_indices = arena.Tensor(kvcanary::DType::kInt64, {bs});
   args.out_verify_num_valid = arena.Tensor(kvcanary::DType::kInt32, {1});

@@ -11,14 +11,14 @@ namespace {
 using kvcanary::sim::SimOptions;
 
 constexpr int64_t SimOptions::*kIntFields[] = {
-    &SimOptions::steps, &SimOptions::num_requests, &SimOptions::num_slots,
-    &SimOptions::num_layers, &SimOptions::bytes_per_token, &SimOptions::max_running_reqs,
-    &SimOptions::max_context_len, &SimOptions::chunk_size, &SimOptions::prefill_token_budget,
-    &SimOptions::swa_window, &SimOptions::swa_num_slots, &SimOptions::sweep_interval,
-    &SimOptions::ring_capacity, &SimOptions::fault_rate};
-constexpr std::string SimOptions::*kStringFields[] = {
-    &SimOptions::device, &SimOptions::mode, &SimOptions::real_data, &SimOptions::faults,
-    &SimOptions::progress};
+    &SimOptions::steps,           &SimOptions::num_requests,    &SimOptions::num_slots,
+    &SimOptions::num_layers,      &SimOptions::bytes_per_token, &SimOptions::max_running_reqs,
+    &SimOptions::max_context_len, &SimOptions::chunk_size,      &SimOptions::prefill_token_budget,
+    &SimOptions::swa_window,      &SimOptions::swa_num_slots,   &SimOptions::sweep_interval,
+    &SimOptions::ring_capacity,   &SimOptions::fault_rate};
+constexpr std::string SimOptions::*kStringFields[] = {&SimOptions::device, &SimOptions::mode,
+                                                      &SimOptions::real_data, &SimOptions::faults,
+                                                      &SimOptions::progress};
 
 void Override(FuzzedDataProvider& in, SimOptions& options) {
   switch (in.ConsumeIntegralInRange<int>(0, 3)) {
@@ -44,7 +44,11 @@ void Override(FuzzedDataProvider& in, SimOptions& options) {
 void Check(const SimOptions& options) {
   kvcanary::sim::ValidateOptions(options);
   for (kvcanary::sim::FaultKind fault : kvcanary::sim::EnabledFaults(options)) {
-    if (!kvcanary::sim::FaultApplies(fault, options)) std::abort();
+    if (!kvcanary::sim::FaultApplies(fault, options)) {
+      std::fprintf(stderr, "fuzz: enabled fault %s does not apply\n",
+                   kvcanary::sim::FaultName(fault));
+      std::abort();
+    }
   }
 }
 
@@ -54,7 +58,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   FuzzedDataProvider in(data, size);
   const std::string scenario = in.ConsumeRandomLengthString(16);
   if (auto fault = kvcanary::sim::ParseFault(scenario)) {
-    if (scenario != kvcanary::sim::FaultName(*fault)) std::abort();
+    if (scenario != kvcanary::sim::FaultName(*fault)) {
+      std::fprintf(stderr, "fuzz: ParseFault('%s') names another fault\n", scenario.c_str());
+      std::abort();
+    }
   }
   try {
     const int overrides = in.ConsumeIntegralInRange(0, 4);

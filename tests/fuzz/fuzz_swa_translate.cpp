@@ -10,7 +10,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   kvcanary::SwaTranslateArgs args;
   args.slot_indices = arena.Tensor(kvcanary::DType::kInt64, {n});
   args.full_to_swa_index_mapping =
-      arena.Tensor(kvcanary::DType::kInt64, {kvc_fuzz::ConsumeSize(in, 16)});
+      arena.Tensor(kvcanary::DType::kInt64, {1 + kvc_fuzz::ConsumeSize(in, 15)});
   args.out_slot_indices =
       in.ConsumeBool() ? args.slot_indices : arena.Tensor(kvcanary::DType::kInt64, {n});
   kvc_fuzz::CallOp(arena, [&] { kvcanary::SwaTranslate(args); });

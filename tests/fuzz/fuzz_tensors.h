@@ -33,10 +33,14 @@ using Shape = std::vector<int64_t>;
 // Small values, so that indices land inside the small tables and meet their bounds; now and then
 // an extreme one. A zero byte decodes as 0.
 inline int64_t ConsumeValue(FuzzedDataProvider& in) {
-  static constexpr int64_t kExtremes[] = {
-      std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max(),
-      std::numeric_limits<int32_t>::min(), std::numeric_limits<int32_t>::max(),
-      int64_t{1} << 32, 4096, 4097, -1};
+  static constexpr int64_t kExtremes[] = {std::numeric_limits<int64_t>::min(),
+                                          std::numeric_limits<int64_t>::max(),
+                                          std::numeric_limits<int32_t>::min(),
+                                          std::numeric_limits<int32_t>::max(),
+                                          int64_t{1} << 32,
+                                          4096,
+                                          4097,
+                                          -1};
   const uint8_t byte = in.ConsumeIntegral<uint8_t>();
   if (byte >= 240) return kExtremes[byte % 8];
   const int64_t small = byte % 24;
@@ -116,7 +120,8 @@ inline bool ExtentFits(const Shape& shape, const Shape& strides) {
 
 inline Shape DenseStrides(const Shape& shape) {
   Shape strides(shape.size(), 1);
-  for (size_t d = shape.size(); d-- > 1;) strides[d - 1] = strides[d] * (shape[d] > 0 ? shape[d] : 1);
+  for (size_t d = shape.size(); d-- > 1;)
+    strides[d - 1] = strides[d] * (shape[d] > 0 ? shape[d] : 1);
   return strides;
 }
 
@@ -201,7 +206,8 @@ inline void RequirePrefix(const std::exception& error, std::string_view prefix) 
   }
 }
 
-// Runs one op call. A call may succeed or throw kvcanary::Error; a rejection must name itself
+// Runs one op call (KVC_FUZZ_VERBOSE set: prints why it was refused). A call may succeed or throw
+// kvcanary::Error; a rejection must name itself
 // ("kv-canary: ...") and leave every buffer as it was. Anything else aborts, which libFuzzer
 // reports with the input.
 inline void CallOp(Arena& arena, const std::function<void()>& op) {
@@ -209,6 +215,7 @@ inline void CallOp(Arena& arena, const std::function<void()>& op) {
   try {
     op();
   } catch (const kvcanary::Error& error) {
+    if (std::getenv("KVC_FUZZ_VERBOSE") != nullptr) std::fprintf(stderr, "%s\n", error.what());
     RequirePrefix(error, "kv-canary: ");
     if (!arena.Unchanged()) {
       std::fprintf(stderr, "fuzz: rejected call changed a buffer: %s\n", error.what());

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Writes the committed seed corpus, tests/fuzz/corpus/<target>/ (docs/fuzzing.md). The targets
+# decode sizes and values one byte each (fuzz_tensors.h), so a run of one byte value is a
+# well-formed call whose sizes and values are all about that byte: zeros are the empty batch, 01, 03
+# and 05 a few rows of small valid-looking indices, f5 the int64 extremes. The parser targets start
+# from a few typical values. Re-run after changing how a target decodes its bytes.
+set -euo pipefail
+cd "$(dirname "$0")"
+
+# repeat HEX COUNT: COUNT copies of the byte HEX.
+repeat() { head -c "$2" /dev/zero | tr '\0' "\\$(printf '%03o' "0x$1")"; }
+
+for source in fuzz_*.cpp; do
+  target=$(basename "${source}" .cpp)
+  rm -rf "corpus/${target}"
+  mkdir -p "corpus/${target}"
+done
+
+for target in fuzz_plan fuzz_plan_offsets fuzz_plan_entries fuzz_verify fuzz_fused_verify \
+    fuzz_write fuzz_scatter fuzz_swa_translate; do
+  repeat 00 64 >"corpus/${target}/zeros"
+  repeat 03 512 >"corpus/${target}/threes"
+  repeat 05 2048 >"corpus/${target}/fives"
+  repeat 01 256 >"corpus/${target}/ones"
+  { repeat 04 1024; repeat f5 64; } >"corpus/${target}/fours_then_extremes"
+done
+
+# fuzz_config: NAME-INDEX bytes are read from the end, values (backslash-terminated) from the front.
+printf 'log\\ 1\\ 64\\ 0.5\\ full\\ \x01\x03\x02\x0f\x14' >corpus/fuzz_config/typical
+printf 'raise\\ all\\ -1\\ nan\\ 18446744073709551615\\ \x00\x01\x04\x10\x16' >corpus/fuzz_config/edges
+printf ' On \\ 1e400\\  \\ swa\\ \x05\x11\x0b\x14' >corpus/fuzz_config/spaces
+
+# fuzz_sim_options: the scenario name first, then the overrides.
+for scenario in default swa offload pd soak all; do
+  printf '%s\\ \x02\x01\x00\x03\x07' "${scenario}" >"corpus/fuzz_sim_options/${scenario}"
+done
