@@ -248,26 +248,6 @@ RejectRow<Case> RequiredContiguousTableRow(std::string name) {
           "kv-canary: req_to_token must be contiguous"};
 }
 
-// G9: every tensor of the call (`all_on` moves them) on a device no backend of this build
-// supports: DLPack's Metal in every build, and cuda:0 in a build without the CUDA backend (whose
-// host memory is never touched). The op reports it on its `reference` argument.
-template <typename Case>
-std::vector<RejectRow<Case>> UnsupportedDeviceRows(const std::string& op,
-                                                   const std::string& reference,
-                                                   void (*all_on)(Device, typename Case::OpArgs&)) {
-  using Args = typename Case::OpArgs;
-  const std::string message = "kv-canary: " + reference + " is on unsupported device ";
-  std::vector<RejectRow<Case>> rows = {
-      {"G9" + op + "AllOnUnsupportedDevice",
-       [all_on](Case&, Args& a) { all_on(UnsupportedDevice(), a); },
-       message + "dlpack_device_8:0"}};
-#if !defined(KVC_HAVE_CUDA)
-  rows.push_back({"G9" + op + "AllOnCudaWithoutBackend",
-                  [all_on](Case&, Args& a) { all_on(Device::CUDA(0), a); }, message + "cuda:0"});
-#endif
-  return rows;
-}
-
 // A token pool given without its valid lengths (the plan-entries stage names itself).
 template <typename Case>
 RejectRow<Case> PoolWithoutValidLensRow(std::string name) {
@@ -297,6 +277,46 @@ template <typename Row, typename... More>
 std::vector<Row> Concat(std::vector<Row> rows, const More&... more) {
   (rows.insert(rows.end(), more.begin(), more.end()), ...);
   return rows;
+}
+
+// The device as the messages print it (written out here, not taken from the library).
+inline std::string DeviceText(Device device) {
+  return device.type == DeviceType::kCUDA ? "cuda:0" : "dlpack_device_8:0";
+}
+
+// G9: every tensor of the call (`all_on` moves them) on `device` (cuda:0 or UnsupportedDevice()),
+// which no backend of this build supports; the op reports it on its `reference` argument.
+template <typename Case>
+RejectRow<Case> AllOnDeviceRow(std::string name, Device device, const std::string& reference,
+                               void (*all_on)(Device, typename Case::OpArgs&)) {
+  return {std::move(name), [all_on, device](Case&, typename Case::OpArgs& a) { all_on(device, a); },
+          "kv-canary: " + reference + " is on unsupported device " + DeviceText(device)};
+}
+
+// G9 on cuda:0 in a build without the CUDA backend (whose host memory is never touched): `name`,
+// or no row in a CUDA build.
+template <typename Case>
+std::vector<RejectRow<Case>> CudaWithoutBackendRows(const std::string& name,
+                                                    const std::string& reference,
+                                                    void (*all_on)(Device,
+                                                                   typename Case::OpArgs&)) {
+#if !defined(KVC_HAVE_CUDA)
+  return {AllOnDeviceRow<Case>(name, Device::CUDA(0), reference, all_on)};
+#else
+  return {};
+#endif
+}
+
+// G9 on DLPack's Metal (every build) and, in a build without the CUDA backend, on cuda:0 (whose
+// host memory is never touched), named "G9" + `op` + what they try.
+template <typename Case>
+std::vector<RejectRow<Case>> UnsupportedDeviceRows(const std::string& op,
+                                                   const std::string& reference,
+                                                   void (*all_on)(Device, typename Case::OpArgs&)) {
+  std::vector<RejectRow<Case>> rows = {AllOnDeviceRow<Case>(
+      "G9" + op + "AllOnUnsupportedDevice", UnsupportedDevice(), reference, all_on)};
+  return Concat(std::move(rows), CudaWithoutBackendRows<Case>("G9" + op + "AllOnCudaWithoutBackend",
+                                                              reference, all_on));
 }
 
 }  // namespace kvcanary::testing

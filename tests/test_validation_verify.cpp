@@ -5,11 +5,14 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <iterator>
 #include <string>
+#include <vector>
 
 #include "kvcanary/context.h"
 #include "kvcanary/hash.h"
 #include "kvcanary/verify.h"
+#include "reject_rows.h"
 #include "testutil.h"
 #include "validation_table.h"
 #include "validation_util.h"
@@ -74,7 +77,7 @@ void SetSource(VerifyArgs& a, int i, const TensorView& tensor, int64_t read_byte
 
 using VerifyRow = RejectRow<VerifyCase>;
 
-const VerifyRow kVerifyRows[] = {
+const VerifyRow kListedRows[] = {
     {"AbsentPlanArray", [](auto&, auto& a) { a.plan.verify_expected_tokens = TensorView(); },
      "kv-canary: plan.verify_expected_tokens is required, got None"},
     // V1-V4: source count, contiguity, source layouts.
@@ -204,20 +207,22 @@ const VerifyRow kVerifyRows[] = {
        a.context.kernel_run_counter = c.state.kernel_run_counter.read_only_view();
      },
      "kv-canary: kernel_run_counter must be writable"},
-#if !defined(KVC_HAVE_CUDA)
-    {"G9CudaWithoutTheCudaBackend",
-     [](auto&, auto& a) {
-       LaunchContext& c = a.context;
-       VerifyPlanView& p = a.plan;
-       MoveToDevice(Device::CUDA(0), {&c.canary_buf, &c.violation_ring, &c.violation_write_index,
-                                      &c.slot_run_counter, &c.kernel_run_counter,
-                                      &c.real_kv_sources[0].tensor, &p.verify_slot_indices,
-                                      &p.verify_expected_tokens, &p.verify_expected_positions,
-                                      &p.verify_prev_slot_indices, &p.verify_num_valid, &p.enable});
-     },
-     "kv-canary: canary_buf is on unsupported device cuda:0"},
-#endif
 };
+
+// G9: every tensor of the call on `device`.
+void AllOnDevice(Device device, VerifyArgs& a) {
+  LaunchContext& c = a.context;
+  VerifyPlanView& p = a.plan;
+  MoveToDevice(
+      device, {&c.canary_buf, &c.violation_ring, &c.violation_write_index, &c.slot_run_counter,
+               &c.kernel_run_counter, &c.real_kv_sources[0].tensor, &p.verify_slot_indices,
+               &p.verify_expected_tokens, &p.verify_expected_positions, &p.verify_prev_slot_indices,
+               &p.verify_num_valid, &p.enable});
+}
+
+const std::vector<VerifyRow> kVerifyRows = Concat(
+    std::vector<VerifyRow>(std::begin(kListedRows), std::end(kListedRows)),
+    CudaWithoutBackendRows<VerifyCase>("G9CudaWithoutTheCudaBackend", "canary_buf", AllOnDevice));
 
 KVC_REJECTION_TABLE(VerifyRejects, VerifyCase, kVerifyRows);
 

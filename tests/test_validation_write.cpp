@@ -3,10 +3,13 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <iterator>
 #include <string>
+#include <vector>
 
 #include "kvcanary/context.h"
 #include "kvcanary/write.h"
+#include "reject_rows.h"
 #include "testutil.h"
 #include "validation_table.h"
 #include "validation_util.h"
@@ -72,7 +75,7 @@ constexpr const char* kAssertOnMessage =
 constexpr const char* kAssertOffMessage =
     "kv-canary: expected input tensors must be None when enable_write_input_assert=False";
 
-const Row kRows[] = {
+const Row kListedRows[] = {
     {"AbsentInputIds", [](auto&, auto& a) { a.input_ids = TensorView(); },
      "kv-canary: input_ids is required, got None"},
     // W1-W6: source count, contiguity, expected tensors, source layouts.
@@ -283,20 +286,21 @@ const Row kRows[] = {
        a.context.violation_write_index = c.state.write_index.read_only_view();
      },
      "kv-canary: violation_write_index must be writable"},
-#if !defined(KVC_HAVE_CUDA)
-    {"G9CudaWithoutTheCudaBackend",
-     [](auto&, auto& a) {
-       LaunchContext& c = a.context;
-       WritePlanView& p = a.plan;
-       MoveToDevice(Device::CUDA(0),
-                    {&c.canary_buf, &c.violation_ring, &c.violation_write_index,
-                     &c.slot_run_counter, &c.kernel_run_counter, &c.enable_chain_position_assert,
-                     &c.real_kv_sources[0].tensor, &p.write_offsets, &p.write_seed_slot_indices,
-                     &p.write_num_valid_reqs, &a.input_ids, &a.positions, &a.out_cache_loc});
-     },
-     "kv-canary: canary_buf is on unsupported device cuda:0"},
-#endif
 };
+
+// G9: every tensor of the call on `device`.
+void AllOnDevice(Device device, WriteArgs& a) {
+  LaunchContext& c = a.context;
+  WritePlanView& p = a.plan;
+  MoveToDevice(device, {&c.canary_buf, &c.violation_ring, &c.violation_write_index,
+                        &c.slot_run_counter, &c.kernel_run_counter, &c.enable_chain_position_assert,
+                        &c.real_kv_sources[0].tensor, &p.write_offsets, &p.write_seed_slot_indices,
+                        &p.write_num_valid_reqs, &a.input_ids, &a.positions, &a.out_cache_loc});
+}
+
+const std::vector<Row> kRows = Concat(
+    std::vector<Row>(std::begin(kListedRows), std::end(kListedRows)),
+    CudaWithoutBackendRows<WriteCase>("G9CudaWithoutTheCudaBackend", "canary_buf", AllOnDevice));
 
 KVC_REJECTION_TABLE(WriteRejects, WriteCase, kRows);
 
