@@ -55,8 +55,15 @@ ArgRef<Args> InputArg(TensorView PlanInputs::*member, std::string name, std::str
 // The dtype as the messages print it (written out here, not taken from the library): the
 // dtypes the tables use.
 inline std::string TorchName(DType dtype) {
-  if (dtype == DType::kUInt8) return "torch.uint8";
-  return dtype == DType::kInt32 ? "torch.int32" : "torch.int64";
+  const std::pair<DType, const char*> names[] = {
+      {DType::kUInt8, "torch.uint8"},    {DType::kInt8, "torch.int8"},
+      {DType::kInt32, "torch.int32"},    {DType::kInt64, "torch.int64"},
+      {DType::kUInt64, "torch.uint64"},  {DType::kFloat32, "torch.float32"},
+      {DType::kFloat64, "torch.float64"}};
+  for (const auto& [d, name] : names) {
+    if (d == dtype) return name;
+  }
+  return "an unnamed dtype";
 }
 
 // A shape as the messages print it: "(4, 1)", "(32,)".
