@@ -113,6 +113,13 @@ RejectRow<Case> ReplaceRow(std::string name, ArgOf<Case> arg,
           std::move(message)};
 }
 
+// `row` under the name its table has always used.
+template <typename Case>
+RejectRow<Case> Named(std::string name, RejectRow<Case> row) {
+  row.name = std::move(name);
+  return row;
+}
+
 // Makers of a replacement view for ReplaceRow: the valid view's memory with another layout, or
 // its first `length` elements (a kept buffer when it holds fewer).
 template <typename Case>

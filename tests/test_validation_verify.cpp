@@ -77,6 +77,17 @@ void SetSource(VerifyArgs& a, int i, const TensorView& tensor, int64_t read_byte
 
 using VerifyRow = RejectRow<VerifyCase>;
 
+constexpr DType i32 = DType::kInt32, i64 = DType::kInt64;
+ArgRef<VerifyArgs> PlanArg(TensorView VerifyPlanView::*member, const std::string& name) {
+  return PartArg(&VerifyArgs::plan, member, "plan." + name, "");
+}
+const auto kSlots = PlanArg(&VerifyPlanView::verify_slot_indices, "verify_slot_indices");
+const auto kTokens = PlanArg(&VerifyPlanView::verify_expected_tokens, "verify_expected_tokens");
+const auto kPositions =
+    PlanArg(&VerifyPlanView::verify_expected_positions, "verify_expected_positions");
+const auto kNumValid = PlanArg(&VerifyPlanView::verify_num_valid, "verify_num_valid");
+const auto kEnable = PlanArg(&VerifyPlanView::enable, "enable");
+
 const VerifyRow kListedRows[] = {
     {"AbsentPlanArray", [](auto&, auto& a) { a.plan.verify_expected_tokens = TensorView(); },
      "kv-canary: plan.verify_expected_tokens is required, got None"},
@@ -135,27 +146,13 @@ const VerifyRow kListedRows[] = {
      },
      "kv-canary: canary_verify: slot_stride_bytes must hold at least 32 bytes per slot, got 16"},
     // V7: plan, ring and counter dtypes and shapes.
-    {"V7SlotIndicesWrongDType",
-     [](auto& c, auto& a) { a.plan.verify_slot_indices = Recast(c.plan.slots, DType::kInt32); },
-     "kv-canary: plan.verify_slot_indices must have dtype torch.int64, got torch.int32"},
-    {"V7SlotIndicesNot1D",
-     [](auto& c, auto& a) {
-       a.plan.verify_slot_indices = c.plan.slots.view({2, 2});
-     },
-     "kv-canary: plan.verify_slot_indices must be 1-D, got shape (2, 2)"},
-    {"V7ExpectedTokensWrongDType",
-     [](auto& c, auto& a) {
-       a.plan.verify_expected_tokens = Recast(c.plan.tokens, DType::kFloat64);
-     },
-     "kv-canary: plan.verify_expected_tokens must have dtype torch.int64, got torch.float64"},
-    {"V7PlanArraysOfDifferentLengths",
-     [](auto& c, auto& a) { a.plan.verify_expected_positions = c.plan.positions.view({3}); },
-     "kv-canary: plan.verify_expected_positions length must be 4, got 3"},
-    {"V7NumValidWrongDType",
-     [](auto& c, auto& a) { a.plan.verify_num_valid = c.plan.slots.view({1}); },
-     "kv-canary: plan.verify_num_valid must have dtype torch.int32, got torch.int64"},
-    {"V7EnableWrongLength", [](auto& c, auto& a) { a.plan.enable = c.plan.enable.view({0}); },
-     "kv-canary: plan.enable length must be 1, got 0"},
+    Named("V7SlotIndicesWrongDType", WrongDtypeRow<VerifyCase>("", kSlots, i64, i32)),
+    Named("V7SlotIndicesNot1D", RankRow<VerifyCase>("", kSlots, 1, {2, 2})),
+    Named("V7ExpectedTokensWrongDType",
+          WrongDtypeRow<VerifyCase>("", kTokens, i64, DType::kFloat64)),
+    Named("V7PlanArraysOfDifferentLengths", LengthRow<VerifyCase>("", kPositions, 4, 3)),
+    Named("V7NumValidWrongDType", WrongDtypeRow<VerifyCase>("", kNumValid, i32, i64)),
+    Named("V7EnableWrongLength", LengthRow<VerifyCase>("", kEnable, 1, 0)),
     {"V7WriteIndexWrongDType",
      [](auto& c, auto& a) {
        a.context.violation_write_index = c.KeepOutput(Poisoned<int64_t>({1})).view();
