@@ -237,6 +237,21 @@ struct PlanInputRefs {
                                            "req_to_verify_expected_tokens_valid_lens", "ValidLens");
 };
 
+// The LaunchContext tensors Verify and Write check, as the messages name them (the tables keep
+// their own row names: use Named).
+template <typename Args>
+struct ContextRefs {
+  ArgRef<Args> ring = PartArg(&Args::context, &LaunchContext::violation_ring, "violation_ring", "");
+  ArgRef<Args> write_index =
+      PartArg(&Args::context, &LaunchContext::violation_write_index, "violation_write_index", "");
+  ArgRef<Args> slot_run_counter =
+      PartArg(&Args::context, &LaunchContext::slot_run_counter, "slot_run_counter", "");
+  ArgRef<Args> kernel_run_counter =
+      PartArg(&Args::context, &LaunchContext::kernel_run_counter, "kernel_run_counter", "");
+  ArgRef<Args> chain_assert = PartArg(&Args::context, &LaunchContext::enable_chain_position_assert,
+                                      "enable_chain_position_assert", "");
+};
+
 // A row that sets one scalar argument (a member of the op's arguments or of its PlanInputs).
 template <typename Case, typename T, typename V>
 RejectRow<Case> SetRow(std::string name, T Case::OpArgs::*member, V value, std::string message) {

@@ -81,6 +81,7 @@ constexpr DType i32 = DType::kInt32, i64 = DType::kInt64;
 ArgRef<VerifyArgs> PlanArg(TensorView VerifyPlanView::*member, const std::string& name) {
   return PartArg(&VerifyArgs::plan, member, "plan." + name, "");
 }
+const ContextRefs<VerifyArgs> kCtx;
 const auto kSlots = PlanArg(&VerifyPlanView::verify_slot_indices, "verify_slot_indices");
 const auto kTokens = PlanArg(&VerifyPlanView::verify_expected_tokens, "verify_expected_tokens");
 const auto kPositions =
@@ -153,31 +154,16 @@ const VerifyRow kListedRows[] = {
     Named("V7PlanArraysOfDifferentLengths", LengthRow<VerifyCase>("", kPositions, 4, 3)),
     Named("V7NumValidWrongDType", WrongDtypeRow<VerifyCase>("", kNumValid, i32, i64)),
     Named("V7EnableWrongLength", LengthRow<VerifyCase>("", kEnable, 1, 0)),
-    {"V7WriteIndexWrongDType",
-     [](auto& c, auto& a) {
-       a.context.violation_write_index = c.KeepOutput(Poisoned<int64_t>({1})).view();
-     },
-     "kv-canary: violation_write_index must have dtype torch.int32, got torch.int64"},
-    {"V7RingWrongDType",
-     [](auto& c, auto& a) { a.context.violation_ring = Recast(c.state.ring, DType::kUInt64); },
-     "kv-canary: violation_ring must have dtype torch.int64, got torch.uint64"},
-    {"V7RingNot2D", [](auto& c, auto& a) { a.context.violation_ring = c.state.ring.view({128}); },
-     "kv-canary: violation_ring must be 2-D, got shape (128,)"},
-    {"V7RingWithoutEightColumns",
-     [](auto& c, auto& a) {
-       a.context.violation_ring = c.state.ring.view({32, 4});
-     },
-     "kv-canary: violation_ring must have 8 columns, got shape (32, 4)"},
-    {"V7SlotRunCounterWrongLength",
-     [](auto& c, auto& a) {
-       a.context.slot_run_counter = c.KeepOutput(Poisoned<int64_t>({2})).view();
-     },
-     "kv-canary: slot_run_counter length must be 1, got 2"},
-    {"V7KernelRunCounterWrongDType",
-     [](auto& c, auto& a) {
-       a.context.kernel_run_counter = c.KeepOutput(Poisoned<int32_t>({1})).view();
-     },
-     "kv-canary: kernel_run_counter must have dtype torch.int64, got torch.int32"},
+    Named("V7WriteIndexWrongDType", WrongDtypeRow<VerifyCase>("", kCtx.write_index, i32, i64)),
+    Named("V7RingWrongDType", WrongDtypeRow<VerifyCase>("", kCtx.ring, i64, DType::kUInt64)),
+    Named("V7RingNot2D", RankRow<VerifyCase>("", kCtx.ring, 2, {128})),
+    Named("V7RingWithoutEightColumns",
+          ReplaceRow<VerifyCase>("", kCtx.ring, Restrided<VerifyCase>({32, 4}, {}),
+                                 "kv-canary: violation_ring must have 8 columns, got shape (32, 4)")),
+    Named("V7SlotRunCounterWrongLength",
+          LengthRow<VerifyCase>("", kCtx.slot_run_counter, 1, 2)),
+    Named("V7KernelRunCounterWrongDType",
+          WrongDtypeRow<VerifyCase>("", kCtx.kernel_run_counter, i64, i32)),
     // V8-V10, G8, G9.
     {"V8NegativeSourceCount", [](auto&, auto& a) { a.context.num_real_kv_sources = -1; },
      "kv-canary: canary_verify: num_sources must be in [0, 4], got -1"},

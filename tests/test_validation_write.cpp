@@ -82,6 +82,7 @@ const auto kOffsets =
     PartArg(&WriteArgs::plan, &WritePlanView::write_offsets, "plan.write_offsets", "Offsets");
 const auto kNumValidReqs = PartArg(&WriteArgs::plan, &WritePlanView::write_num_valid_reqs,
                                    "plan.write_num_valid_reqs", "NumValidReqs");
+const ContextRefs<WriteArgs> kCtx;
 const auto kInputIds = OwnArg(&WriteArgs::input_ids, "input_ids", "InputIds");
 const auto kPositions = OwnArg(&WriteArgs::positions, "positions", "Positions");
 const auto kOutCacheLoc = OwnArg(&WriteArgs::out_cache_loc, "out_cache_loc", "OutCacheLoc");
@@ -204,31 +205,14 @@ const Row kListedRows[] = {
      },
      "kv-canary: expected_input_positions must have dtype torch.int64, got torch.float64"},
     // W10: ring, counters, chain-assert flag.
-    {"W10WriteIndexWrongLength",
-     [](auto& c, auto& a) {
-       a.context.violation_write_index = c.KeepOutput(Poisoned<int32_t>({4})).view();
-     },
-     "kv-canary: violation_write_index length must be 1, got 4"},
-    {"W10RingWithoutEightColumns",
-     [](auto& c, auto& a) {
-       a.context.violation_ring = c.state.ring.view({8, 16});
-     },
-     "kv-canary: violation_ring must have 8 columns, got shape (8, 16)"},
-    {"W10SlotRunCounterWrongDType",
-     [](auto& c, auto& a) {
-       a.context.slot_run_counter = c.KeepOutput(Poisoned<int32_t>({1})).view();
-     },
-     "kv-canary: slot_run_counter must have dtype torch.int64, got torch.int32"},
-    {"W10ChainAssertFlagWrongDType",
-     [](auto& c, auto& a) {
-       a.context.enable_chain_position_assert = c.Keep(HostTensor<int64_t>({1})).view();
-     },
-     "kv-canary: enable_chain_position_assert must have dtype torch.int32, got torch.int64"},
-    {"W10ChainAssertFlagWrongLength",
-     [](auto& c, auto& a) {
-       a.context.enable_chain_position_assert = c.Keep(HostTensor<int32_t>({4})).view({0});
-     },
-     "kv-canary: enable_chain_position_assert length must be 1, got 0"},
+    Named("W10WriteIndexWrongLength", LengthRow<WriteCase>("", kCtx.write_index, 1, 4)),
+    Named("W10RingWithoutEightColumns",
+          ReplaceRow<WriteCase>("", kCtx.ring, Restrided<WriteCase>({8, 16}, {}),
+                                "kv-canary: violation_ring must have 8 columns, got shape (8, 16)")),
+    Named("W10SlotRunCounterWrongDType",
+          WrongDtypeRow<WriteCase>("", kCtx.slot_run_counter, i64, i32)),
+    Named("W10ChainAssertFlagWrongDType", WrongDtypeRow<WriteCase>("", kCtx.chain_assert, i32, i64)),
+    Named("W10ChainAssertFlagWrongLength", LengthRow<WriteCase>("", kCtx.chain_assert, 1, 0)),
     // W11, W12, G8, G9.
     {"W11NegativeSourceCount", [](auto&, auto& a) { a.context.num_real_kv_sources = -1; },
      "kv-canary: canary_write: num_sources must be in [0, 4], got -1"},
