@@ -325,10 +325,9 @@ RejectRow<Case> AllOnDeviceRow(std::string name, Device device, const std::strin
 // G9 on cuda:0 in a build without the CUDA backend (whose host memory is never touched): `name`,
 // or no row in a CUDA build.
 template <typename Case>
-std::vector<RejectRow<Case>> CudaWithoutBackendRows(const std::string& name,
-                                                    const std::string& reference,
-                                                    void (*all_on)(Device,
-                                                                   typename Case::OpArgs&)) {
+std::vector<RejectRow<Case>> CudaWithoutBackendRows(
+    [[maybe_unused]] const std::string& name, [[maybe_unused]] const std::string& reference,
+    [[maybe_unused]] void (*all_on)(Device, typename Case::OpArgs&)) {
 #if !defined(KVC_HAVE_CUDA)
   return {AllOnDeviceRow<Case>(name, Device::CUDA(0), reference, all_on)};
 #else
