@@ -241,6 +241,7 @@ struct PlanInputRefs {
 // their own row names: use Named).
 template <typename Args>
 struct ContextRefs {
+  ArgRef<Args> canary_buf = PartArg(&Args::context, &LaunchContext::canary_buf, "canary_buf", "");
   ArgRef<Args> ring = PartArg(&Args::context, &LaunchContext::violation_ring, "violation_ring", "");
   ArgRef<Args> write_index =
       PartArg(&Args::context, &LaunchContext::violation_write_index, "violation_write_index", "");

@@ -175,21 +175,12 @@ const VerifyRow kListedRows[] = {
      "kv-canary: canary_verify: num_sources must be in [0, 4], got -1"},
     {"V9UnknownHashMode", [](auto&, auto& a) { a.context.real_kv_hash_mode = 3; },
      "kv-canary: real_kv_hash_mode must be one of 0/1/2, got 3"},
-    {"V10RingOnAnotherDevice",
-     [](auto&, auto& a) { a.context.violation_ring = OnCuda(a.context.violation_ring); },
-     "kv-canary: violation_ring must be on canary_buf's device cpu, got cuda:0"},
+    Named("V10RingOnAnotherDevice", OtherDeviceRow<VerifyCase>("", kCtx.ring, "canary_buf")),
     {"V10SourceOnAnotherDevice", [](auto& c, auto& a) { SetSource(a, 0, OnCuda(c.kv.view())); },
      "kv-canary: real_kv_sources[0].tensor must be on canary_buf's device cpu, got cuda:0"},
-    {"V10PlanArrayOnAnotherDevice", [](auto&, auto& a) { a.plan.enable = OnCuda(a.plan.enable); },
-     "kv-canary: plan.enable must be on canary_buf's device cpu, got cuda:0"},
-    {"G8ReadOnlyRing",
-     [](auto& c, auto& a) { a.context.violation_ring = c.state.ring.read_only_view(); },
-     "kv-canary: violation_ring must be writable"},
-    {"G8ReadOnlyKernelRunCounter",
-     [](auto& c, auto& a) {
-       a.context.kernel_run_counter = c.state.kernel_run_counter.read_only_view();
-     },
-     "kv-canary: kernel_run_counter must be writable"},
+    Named("V10PlanArrayOnAnotherDevice", OtherDeviceRow<VerifyCase>("", kEnable, "canary_buf")),
+    Named("G8ReadOnlyRing", ReadOnlyRow<VerifyCase>("", kCtx.ring)),
+    Named("G8ReadOnlyKernelRunCounter", ReadOnlyRow<VerifyCase>("", kCtx.kernel_run_counter)),
 };
 
 // G9: every tensor of the call on `device`.
