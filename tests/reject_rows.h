@@ -253,6 +253,26 @@ struct ContextRefs {
                                       "enable_chain_position_assert", "");
 };
 
+// The context's scalars, checked before anything is written: a negative source count (row
+// `count_name`, also in the paired context) and an unknown hash mode (row `mode_name`). `op` is
+// how the messages name the kernel ("canary_verify"). Case has a second state `paired`.
+template <typename Case>
+std::vector<RejectRow<Case>> ContextScalarRows(const std::string& count_name,
+                                               const std::string& mode_name,
+                                               const std::string& op) {
+  using Args = typename Case::OpArgs;
+  const std::string count_message = "kv-canary: " + op + ": num_sources must be in [0, 4], got -1";
+  return {{count_name, [](Case&, Args& a) { a.context.num_real_kv_sources = -1; }, count_message},
+          {"PairedContextIsValidatedBeforeAnythingIsWritten",
+           [](Case& c, Args& a) {
+             a.paired_context = c.paired.Context();
+             a.paired_context->num_real_kv_sources = -1;
+           },
+           count_message},
+          {mode_name, [](Case&, Args& a) { a.context.real_kv_hash_mode = 3; },
+           "kv-canary: real_kv_hash_mode must be one of 0/1/2, got 3"}};
+}
+
 // A row that sets one scalar argument (a member of the op's arguments or of its PlanInputs).
 template <typename Case, typename T, typename V>
 RejectRow<Case> SetRow(std::string name, T Case::OpArgs::*member, V value, std::string message) {

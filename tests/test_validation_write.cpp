@@ -213,17 +213,7 @@ const Row kListedRows[] = {
           WrongDtypeRow<WriteCase>("", kCtx.slot_run_counter, i64, i32)),
     Named("W10ChainAssertFlagWrongDType", WrongDtypeRow<WriteCase>("", kCtx.chain_assert, i32, i64)),
     Named("W10ChainAssertFlagWrongLength", LengthRow<WriteCase>("", kCtx.chain_assert, 1, 0)),
-    // W11, W12, G8, G9.
-    {"W11NegativeSourceCount", [](auto&, auto& a) { a.context.num_real_kv_sources = -1; },
-     "kv-canary: canary_write: num_sources must be in [0, 4], got -1"},
-    {"PairedContextIsValidatedBeforeAnythingIsWritten",
-     [](auto& c, auto& a) {
-       a.paired_context = c.paired.Context();
-       a.paired_context->num_real_kv_sources = -1;
-     },
-     "kv-canary: canary_write: num_sources must be in [0, 4], got -1"},
-    {"W12UnknownHashMode", [](auto&, auto& a) { a.context.real_kv_hash_mode = 3; },
-     "kv-canary: real_kv_hash_mode must be one of 0/1/2, got 3"},
+    // W12, G8 (W11, W12's hash mode: ContextScalarRows; G9: CudaWithoutBackendRows).
     Named("W12RingOnAnotherDevice", OtherDeviceRow<WriteCase>("", kCtx.ring, "canary_buf")),
     {"W12SourceOnAnotherDevice",
      [](auto& c, auto& a) { a.context.real_kv_sources[0].tensor = OnCuda(c.kv); },
@@ -253,6 +243,7 @@ void AllOnDevice(Device device, WriteArgs& a) {
 
 const std::vector<Row> kRows = Concat(
     std::vector<Row>(std::begin(kListedRows), std::end(kListedRows)),
+    ContextScalarRows<WriteCase>("W11NegativeSourceCount", "W12UnknownHashMode", "canary_write"),
     CudaWithoutBackendRows<WriteCase>("G9CudaWithoutTheCudaBackend", "canary_buf", AllOnDevice));
 
 KVC_REJECTION_TABLE(WriteRejects, WriteCase, kRows);
