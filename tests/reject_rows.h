@@ -369,4 +369,16 @@ std::vector<RejectRow<Case>> UnsupportedDeviceRows(const std::string& op,
                                                               reference, all_on));
 }
 
+// A Verify or Write table: its listed rows, then ContextScalarRows and the G9 row of a build
+// without the CUDA backend ("G9CudaWithoutTheCudaBackend", reported on canary_buf).
+template <typename Case, size_t N>
+std::vector<RejectRow<Case>> KernelTable(const RejectRow<Case> (&listed)[N],
+                                         const std::string& count_name,
+                                         const std::string& mode_name, const std::string& op,
+                                         void (*all_on)(Device, typename Case::OpArgs&)) {
+  return Concat(std::vector<RejectRow<Case>>(listed, listed + N),
+                ContextScalarRows<Case>(count_name, mode_name, op),
+                CudaWithoutBackendRows<Case>("G9CudaWithoutTheCudaBackend", "canary_buf", all_on));
+}
+
 }  // namespace kvcanary::testing

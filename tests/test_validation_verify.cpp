@@ -184,10 +184,8 @@ void AllOnDevice(Device device, VerifyArgs& a) {
                &p.verify_num_valid, &p.enable});
 }
 
-const std::vector<VerifyRow> kVerifyRows = Concat(
-    std::vector<VerifyRow>(std::begin(kListedRows), std::end(kListedRows)),
-    ContextScalarRows<VerifyCase>("V8NegativeSourceCount", "V9UnknownHashMode", "canary_verify"),
-    CudaWithoutBackendRows<VerifyCase>("G9CudaWithoutTheCudaBackend", "canary_buf", AllOnDevice));
+const std::vector<VerifyRow> kVerifyRows = KernelTable(
+    kListedRows, "V8NegativeSourceCount", "V9UnknownHashMode", "canary_verify", AllOnDevice);
 
 KVC_REJECTION_TABLE(VerifyRejects, VerifyCase, kVerifyRows);
 
