@@ -241,6 +241,7 @@ struct PlanInputRefs {
 // their own row names: use Named).
 template <typename Args>
 struct ContextRefs {
+  ArgRef<Args> canary_buf = PartArg(&Args::context, &LaunchContext::canary_buf, "canary_buf", "");
   ArgRef<Args> ring = PartArg(&Args::context, &LaunchContext::violation_ring, "violation_ring", "");
   ArgRef<Args> write_index =
       PartArg(&Args::context, &LaunchContext::violation_write_index, "violation_write_index", "");
@@ -251,6 +252,26 @@ struct ContextRefs {
   ArgRef<Args> chain_assert = PartArg(&Args::context, &LaunchContext::enable_chain_position_assert,
                                       "enable_chain_position_assert", "");
 };
+
+// The context's scalars, checked before anything is written: a negative source count (row
+// `count_name`, also in the paired context) and an unknown hash mode (row `mode_name`). `op` is
+// how the messages name the kernel ("canary_verify"). Case has a second state `paired`.
+template <typename Case>
+std::vector<RejectRow<Case>> ContextScalarRows(const std::string& count_name,
+                                               const std::string& mode_name,
+                                               const std::string& op) {
+  using Args = typename Case::OpArgs;
+  const std::string count_message = "kv-canary: " + op + ": num_sources must be in [0, 4], got -1";
+  return {{count_name, [](Case&, Args& a) { a.context.num_real_kv_sources = -1; }, count_message},
+          {"PairedContextIsValidatedBeforeAnythingIsWritten",
+           [](Case& c, Args& a) {
+             a.paired_context = c.paired.Context();
+             a.paired_context->num_real_kv_sources = -1;
+           },
+           count_message},
+          {mode_name, [](Case&, Args& a) { a.context.real_kv_hash_mode = 3; },
+           "kv-canary: real_kv_hash_mode must be one of 0/1/2, got 3"}};
+}
 
 // A row that sets one scalar argument (a member of the op's arguments or of its PlanInputs).
 template <typename Case, typename T, typename V>
@@ -345,6 +366,18 @@ std::vector<RejectRow<Case>> UnsupportedDeviceRows(const std::string& op,
       "G9" + op + "AllOnUnsupportedDevice", UnsupportedDevice(), reference, all_on)};
   return Concat(std::move(rows), CudaWithoutBackendRows<Case>("G9" + op + "AllOnCudaWithoutBackend",
                                                               reference, all_on));
+}
+
+// A Verify or Write table: its listed rows, then ContextScalarRows and the G9 row of a build
+// without the CUDA backend ("G9CudaWithoutTheCudaBackend", reported on canary_buf).
+template <typename Case, size_t N>
+std::vector<RejectRow<Case>> KernelTable(const RejectRow<Case> (&listed)[N],
+                                         const std::string& count_name,
+                                         const std::string& mode_name, const std::string& op,
+                                         void (*all_on)(Device, typename Case::OpArgs&)) {
+  return Concat(std::vector<RejectRow<Case>>(listed, listed + N),
+                ContextScalarRows<Case>(count_name, mode_name, op),
+                CudaWithoutBackendRows<Case>("G9CudaWithoutTheCudaBackend", "canary_buf", all_on));
 }
 
 }  // namespace kvcanary::testing

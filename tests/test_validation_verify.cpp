@@ -157,39 +157,20 @@ const VerifyRow kListedRows[] = {
     Named("V7WriteIndexWrongDType", WrongDtypeRow<VerifyCase>("", kCtx.write_index, i32, i64)),
     Named("V7RingWrongDType", WrongDtypeRow<VerifyCase>("", kCtx.ring, i64, DType::kUInt64)),
     Named("V7RingNot2D", RankRow<VerifyCase>("", kCtx.ring, 2, {128})),
-    Named("V7RingWithoutEightColumns",
-          ReplaceRow<VerifyCase>("", kCtx.ring, Restrided<VerifyCase>({32, 4}, {}),
-                                 "kv-canary: violation_ring must have 8 columns, got shape (32, 4)")),
-    Named("V7SlotRunCounterWrongLength",
-          LengthRow<VerifyCase>("", kCtx.slot_run_counter, 1, 2)),
+    Named(
+        "V7RingWithoutEightColumns",
+        ReplaceRow<VerifyCase>("", kCtx.ring, Restrided<VerifyCase>({32, 4}, {}),
+                               "kv-canary: violation_ring must have 8 columns, got shape (32, 4)")),
+    Named("V7SlotRunCounterWrongLength", LengthRow<VerifyCase>("", kCtx.slot_run_counter, 1, 2)),
     Named("V7KernelRunCounterWrongDType",
           WrongDtypeRow<VerifyCase>("", kCtx.kernel_run_counter, i64, i32)),
-    // V8-V10, G8, G9.
-    {"V8NegativeSourceCount", [](auto&, auto& a) { a.context.num_real_kv_sources = -1; },
-     "kv-canary: canary_verify: num_sources must be in [0, 4], got -1"},
-    {"PairedContextIsValidatedBeforeAnythingIsWritten",
-     [](auto& c, auto& a) {
-       a.paired_context = c.paired.Context();
-       a.paired_context->num_real_kv_sources = -1;
-     },
-     "kv-canary: canary_verify: num_sources must be in [0, 4], got -1"},
-    {"V9UnknownHashMode", [](auto&, auto& a) { a.context.real_kv_hash_mode = 3; },
-     "kv-canary: real_kv_hash_mode must be one of 0/1/2, got 3"},
-    {"V10RingOnAnotherDevice",
-     [](auto&, auto& a) { a.context.violation_ring = OnCuda(a.context.violation_ring); },
-     "kv-canary: violation_ring must be on canary_buf's device cpu, got cuda:0"},
+    // V10, G8 (V8, V9: ContextScalarRows; G9: CudaWithoutBackendRows).
+    Named("V10RingOnAnotherDevice", OtherDeviceRow<VerifyCase>("", kCtx.ring, "canary_buf")),
     {"V10SourceOnAnotherDevice", [](auto& c, auto& a) { SetSource(a, 0, OnCuda(c.kv.view())); },
      "kv-canary: real_kv_sources[0].tensor must be on canary_buf's device cpu, got cuda:0"},
-    {"V10PlanArrayOnAnotherDevice", [](auto&, auto& a) { a.plan.enable = OnCuda(a.plan.enable); },
-     "kv-canary: plan.enable must be on canary_buf's device cpu, got cuda:0"},
-    {"G8ReadOnlyRing",
-     [](auto& c, auto& a) { a.context.violation_ring = c.state.ring.read_only_view(); },
-     "kv-canary: violation_ring must be writable"},
-    {"G8ReadOnlyKernelRunCounter",
-     [](auto& c, auto& a) {
-       a.context.kernel_run_counter = c.state.kernel_run_counter.read_only_view();
-     },
-     "kv-canary: kernel_run_counter must be writable"},
+    Named("V10PlanArrayOnAnotherDevice", OtherDeviceRow<VerifyCase>("", kEnable, "canary_buf")),
+    Named("G8ReadOnlyRing", ReadOnlyRow<VerifyCase>("", kCtx.ring)),
+    Named("G8ReadOnlyKernelRunCounter", ReadOnlyRow<VerifyCase>("", kCtx.kernel_run_counter)),
 };
 
 // G9: every tensor of the call on `device`.
@@ -203,9 +184,8 @@ void AllOnDevice(Device device, VerifyArgs& a) {
                &p.verify_num_valid, &p.enable});
 }
 
-const std::vector<VerifyRow> kVerifyRows = Concat(
-    std::vector<VerifyRow>(std::begin(kListedRows), std::end(kListedRows)),
-    CudaWithoutBackendRows<VerifyCase>("G9CudaWithoutTheCudaBackend", "canary_buf", AllOnDevice));
+const std::vector<VerifyRow> kVerifyRows = KernelTable(
+    kListedRows, "V8NegativeSourceCount", "V9UnknownHashMode", "canary_verify", AllOnDevice);
 
 KVC_REJECTION_TABLE(VerifyRejects, VerifyCase, kVerifyRows);
 

@@ -213,44 +213,22 @@ const Row kListedRows[] = {
           WrongDtypeRow<WriteCase>("", kCtx.slot_run_counter, i64, i32)),
     Named("W10ChainAssertFlagWrongDType", WrongDtypeRow<WriteCase>("", kCtx.chain_assert, i32, i64)),
     Named("W10ChainAssertFlagWrongLength", LengthRow<WriteCase>("", kCtx.chain_assert, 1, 0)),
-    // W11, W12, G8, G9.
-    {"W11NegativeSourceCount", [](auto&, auto& a) { a.context.num_real_kv_sources = -1; },
-     "kv-canary: canary_write: num_sources must be in [0, 4], got -1"},
-    {"PairedContextIsValidatedBeforeAnythingIsWritten",
-     [](auto& c, auto& a) {
-       a.paired_context = c.paired.Context();
-       a.paired_context->num_real_kv_sources = -1;
-     },
-     "kv-canary: canary_write: num_sources must be in [0, 4], got -1"},
-    {"W12UnknownHashMode", [](auto&, auto& a) { a.context.real_kv_hash_mode = 3; },
-     "kv-canary: real_kv_hash_mode must be one of 0/1/2, got 3"},
-    {"W12RingOnAnotherDevice",
-     [](auto& c, auto& a) { a.context.violation_ring = OnCuda(c.state.ring); },
-     "kv-canary: violation_ring must be on canary_buf's device cpu, got cuda:0"},
+    // W12, G8 (W11, W12's hash mode: ContextScalarRows; G9: CudaWithoutBackendRows).
+    Named("W12RingOnAnotherDevice", OtherDeviceRow<WriteCase>("", kCtx.ring, "canary_buf")),
     {"W12SourceOnAnotherDevice",
      [](auto& c, auto& a) { a.context.real_kv_sources[0].tensor = OnCuda(c.kv); },
      "kv-canary: real_kv_sources[0].tensor must be on canary_buf's device cpu, got cuda:0"},
-    {"W12ChainAssertFlagOnAnotherDevice",
-     [](auto& c, auto& a) {
-       a.context.enable_chain_position_assert = OnCuda(c.state.chain_assert);
-     },
-     "kv-canary: enable_chain_position_assert must be on canary_buf's device cpu, got cuda:0"},
-    {"W12InputIdsOnAnotherDevice", [](auto& c, auto& a) { a.input_ids = OnCuda(c.input_ids); },
-     "kv-canary: input_ids must be on canary_buf's device cpu, got cuda:0"},
+    Named("W12ChainAssertFlagOnAnotherDevice",
+          OtherDeviceRow<WriteCase>("", kCtx.chain_assert, "canary_buf")),
+    Named("W12InputIdsOnAnotherDevice", OtherDeviceRow<WriteCase>("", kInputIds, "canary_buf")),
     {"W12ExpectedPositionsOnAnotherDevice",
      [](auto& c, auto& a) {
        c.EnableInputAssert(a);
        a.expected_input_positions = OnCuda(c.expected_positions);
      },
      "kv-canary: expected_input_positions must be on canary_buf's device cpu, got cuda:0"},
-    {"G8ReadOnlyCanaryBuf",
-     [](auto& c, auto& a) { a.context.canary_buf = c.state.canary.read_only_view(); },
-     "kv-canary: canary_buf must be writable"},
-    {"G8ReadOnlyWriteIndex",
-     [](auto& c, auto& a) {
-       a.context.violation_write_index = c.state.write_index.read_only_view();
-     },
-     "kv-canary: violation_write_index must be writable"},
+    Named("G8ReadOnlyCanaryBuf", ReadOnlyRow<WriteCase>("", kCtx.canary_buf)),
+    Named("G8ReadOnlyWriteIndex", ReadOnlyRow<WriteCase>("", kCtx.write_index)),
 };
 
 // G9: every tensor of the call on `device`.
@@ -263,15 +241,14 @@ void AllOnDevice(Device device, WriteArgs& a) {
                         &p.write_num_valid_reqs, &a.input_ids, &a.positions, &a.out_cache_loc});
 }
 
-const std::vector<Row> kRows = Concat(
-    std::vector<Row>(std::begin(kListedRows), std::end(kListedRows)),
-    CudaWithoutBackendRows<WriteCase>("G9CudaWithoutTheCudaBackend", "canary_buf", AllOnDevice));
+const std::vector<Row> kRows = KernelTable(kListedRows, "W11NegativeSourceCount",
+                                           "W12UnknownHashMode", "canary_write", AllOnDevice);
 
 KVC_REJECTION_TABLE(WriteRejects, WriteCase, kRows);
 
 TEST(WriteValidation, ValidBaselineWritesRecordsAndCounts) {
   WriteCase c;
-  Write(c.Args());
+  EXPECT_TRUE(AcceptedCallWrites(c));
   EXPECT_EQ(c.state.kernel_run_counter[0], 8);
   EXPECT_EQ(c.state.slot_run_counter[0], 103);
   EXPECT_EQ(c.state.record(4).token, 13);
