@@ -3,7 +3,7 @@ from the project's own CMake build (python/CMakeLists.txt), so nothing is downlo
 
     python3 -m pip install --no-build-isolation ./python      (from the repository root)
 
-Environment: KVCANARY_CMAKE_ARGS adds CMake arguments (e.g. "-DKVC_ENABLE_CUDA=OFF");
+Environment: KVCANARY_CMAKE_ARGS adds CMake arguments (e.g. "-DKVCANARY_CUDA=OFF");
 KVCANARY_BUILD_DIR overrides the CMake build directory (default: <repo>/build/pip);
 KVCANARY_SOURCE_DIR overrides the repository root (default: this file's parent directory).
 """
@@ -37,7 +37,8 @@ class CMakeBuild(build_ext):
         configure = [
             "cmake", "-S", str(SOURCE_DIR), "-B", str(build_dir),
             "-DCMAKE_BUILD_TYPE=Release",
-            "-DKVC_BUILD_PYTHON=ON", "-DKVC_BUILD_TESTS=OFF", "-DKVC_BUILD_CLI=OFF",
+            "-DKVCANARY_BUILD_PYTHON=ON", "-DKVCANARY_BUILD_TESTS=OFF", "-DKVCANARY_BUILD_CLI=OFF",
+            "-DKVCANARY_BUILD_BENCH=OFF",
             f"-DPython3_EXECUTABLE={sys.executable}",
             f"-DKVC_PYTHON_OUTPUT_DIR={output_dir}",
         ]

@@ -6,3 +6,4 @@
 #include "kvcanary/hash.h"
 #include "kvcanary/ops.h"
 #include "kvcanary/tensor.h"
+#include "kvcanary/version.h"
