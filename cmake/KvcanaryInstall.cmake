@@ -78,8 +78,9 @@ set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)
 set(CPACK_DEBIAN_PACKAGE_SECTION libdevel)
 # The kvcanary command and shared libraries: their run-time dependencies from dpkg-shlibdeps.
 set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
-if(OpenMP_CXX_FOUND AND NOT BUILD_SHARED_LIBS)
-  # Static libraries carry no dependency of their own; whoever links them needs libgomp.
+if(OpenMP_CXX_FOUND AND NOT BUILD_SHARED_LIBS AND NOT TARGET kvcanary_cli)
+  # Static libraries carry no dependency of their own, but whoever links them needs libgomp
+  # (dpkg-shlibdeps finds it through the kvcanary command when that is packaged).
   set(CPACK_DEBIAN_PACKAGE_DEPENDS "libgomp1")
 endif()
 include(CPack)

@@ -65,7 +65,9 @@ run_example "$work/example/engine_loop"
 say "examples/cpp with pkg-config"
 read -r -a pc_flags <<<"$(PKG_CONFIG_PATH=$(dirname "$pc") pkg-config --cflags --libs kvcanary)"
 "${CXX:-c++}" -std=c++20 -O1 examples/cpp/engine_loop.cpp "${pc_flags[@]}" -o "$work/engine_loop_pc"
-run_example "$work/engine_loop_pc"
+# pkg-config gives no run path: a shared build's libraries are found through LD_LIBRARY_PATH.
+LD_LIBRARY_PATH="$(PKG_CONFIG_PATH=$(dirname "$pc") pkg-config --variable=libdir kvcanary)" \
+  run_example "$work/engine_loop_pc"
 
 say "README snippets are excerpts of examples/cpp/engine_loop.cpp"
 python3 - "$root/README.md" "$root/examples/cpp/engine_loop.cpp" <<'PY'

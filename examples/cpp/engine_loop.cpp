@@ -80,20 +80,19 @@ struct ToyEngine {
       }
       written[row] = end;
     }
-    const std::vector<int64_t>* sources[] = {&host.req_pool_indices, &host.prefix_lens,
-                                             &host.extend_seq_lens, &ids, &positions, &slots};
-    for (int c = 0; c < 6; ++c) {
-      std::copy(sources[c]->begin(), sources[c]->end(), columns.begin() + c * kMaxTokens);
-    }
     ForwardBatch batch;
     batch.batch_size = static_cast<int64_t>(host.req_pool_indices.size());
     batch.num_tokens = static_cast<int64_t>(ids.size());
-    batch.req_pool_indices = Column(0);
-    batch.prefix_lens = Column(1);
-    batch.extend_seq_lens = Column(2);
-    batch.input_ids = Column(3);
-    batch.positions = Column(4);
-    batch.out_cache_loc = Column(5);
+    // Column c holds one field of the forward, per row or per token.
+    const std::vector<int64_t>* values[] = {&host.req_pool_indices, &host.prefix_lens,
+                                            &host.extend_seq_lens, &ids, &positions, &slots};
+    TensorView ForwardBatch::*const fields[] = {
+        &ForwardBatch::req_pool_indices, &ForwardBatch::prefix_lens, &ForwardBatch::extend_seq_lens,
+        &ForwardBatch::input_ids, &ForwardBatch::positions, &ForwardBatch::out_cache_loc};
+    for (int c = 0; c < 6; ++c) {
+      std::copy(values[c]->begin(), values[c]->end(), columns.begin() + c * kMaxTokens);
+      batch.*fields[c] = Column(c);
+    }
     StepInput step;
     step.forwards = {batch};
     step.host = {host};
