@@ -9,6 +9,7 @@ KVCANARY_SOURCE_DIR overrides the repository root (default: this file's parent d
 """
 
 import os
+import re
 import shlex
 import subprocess
 import sys
@@ -38,7 +39,7 @@ class CMakeBuild(build_ext):
             "cmake", "-S", str(SOURCE_DIR), "-B", str(build_dir),
             "-DCMAKE_BUILD_TYPE=Release",
             "-DKVCANARY_BUILD_PYTHON=ON", "-DKVCANARY_BUILD_TESTS=OFF", "-DKVCANARY_BUILD_CLI=OFF",
-            "-DKVCANARY_BUILD_BENCH=OFF",
+            "-DKVCANARY_BUILD_BENCH=OFF", "-DBUILD_SHARED_LIBS=OFF",  # the wheel holds one module
             f"-DPython3_EXECUTABLE={sys.executable}",
             f"-DKVC_PYTHON_OUTPUT_DIR={output_dir}",
         ]
@@ -63,4 +64,11 @@ def _have(program: str) -> bool:
     return any((Path(p) / program).exists() for p in os.environ.get("PATH", "").split(os.pathsep))
 
 
-setup(ext_modules=[CMakeExtension("kvcanary._kvcanary")], cmdclass={"build_ext": CMakeBuild})
+def _project_version() -> str:
+    """The one version number: project(kvcanary VERSION x.y.z) in the top-level CMakeLists.txt."""
+    text = (SOURCE_DIR / "CMakeLists.txt").read_text()
+    return re.search(r"project\(kvcanary VERSION ([0-9.]+)", text).group(1)
+
+
+setup(version=_project_version(), ext_modules=[CMakeExtension("kvcanary._kvcanary")],
+      cmdclass={"build_ext": CMakeBuild})
