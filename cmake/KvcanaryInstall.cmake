@@ -9,8 +9,7 @@ get_property(_kvc_libraries GLOBAL PROPERTY KVCANARY_LIBRARY_TARGETS)
 install(TARGETS ${_kvc_libraries} EXPORT kvcanaryTargets
   ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
   LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
-  RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR}
-  INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+  RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/include/kvcanary DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 install(FILES ${PROJECT_BINARY_DIR}/include/kvcanary/version.h
   DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/kvcanary)
@@ -26,8 +25,9 @@ install(FILES ${PROJECT_BINARY_DIR}/kvcanaryConfig.cmake
               ${PROJECT_BINARY_DIR}/kvcanaryConfigVersion.cmake
   DESTINATION ${KVCANARY_CMAKE_DIR})
 
-# pkg-config: the same link line as kvcanary::runtime. With static libraries (the default) every
-# layer and dependency is in Libs; with shared ones the dependencies move to Libs.private.
+# pkg-config: the same link line as kvcanary::runtime. Every layer is in Libs (a user calls the
+# core's TensorView directly); the dependencies too with static libraries (the default), in
+# Libs.private with shared ones.
 file(RELATIVE_PATH KVC_PC_RELATIVE_PREFIX "/root/${CMAKE_INSTALL_LIBDIR}/pkgconfig" "/root")
 set(KVC_PC_CFLAGS "")
 set(_kvc_pc_layers "")
@@ -47,8 +47,8 @@ if(OpenMP_CXX_FOUND)
   string(APPEND _kvc_pc_deps " ${OpenMP_CXX_FLAGS}")
 endif()
 if(BUILD_SHARED_LIBS)
-  set(KVC_PC_LIBS "")
-  set(KVC_PC_LIBS_PRIVATE "${_kvc_pc_layers}${_kvc_pc_deps}")
+  set(KVC_PC_LIBS "${_kvc_pc_layers}")
+  set(KVC_PC_LIBS_PRIVATE "${_kvc_pc_deps}")
 else()
   set(KVC_PC_LIBS "${_kvc_pc_layers}${_kvc_pc_deps}")
   set(KVC_PC_LIBS_PRIVATE "")
@@ -57,6 +57,10 @@ configure_file(${CMAKE_CURRENT_LIST_DIR}/kvcanary.pc.in ${PROJECT_BINARY_DIR}/kv
 install(FILES ${PROJECT_BINARY_DIR}/kvcanary.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
 
 if(TARGET kvcanary_cli)
+  if(BUILD_SHARED_LIBS AND NOT APPLE)
+    file(RELATIVE_PATH _kvc_bin_to_lib "/root/${CMAKE_INSTALL_BINDIR}" "/root/${CMAKE_INSTALL_LIBDIR}")
+    set_target_properties(kvcanary_cli PROPERTIES INSTALL_RPATH "$ORIGIN/${_kvc_bin_to_lib}")
+  endif()
   install(TARGETS kvcanary_cli RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 endif()
 install(FILES ${PROJECT_SOURCE_DIR}/README.md ${PROJECT_SOURCE_DIR}/CHANGELOG.md

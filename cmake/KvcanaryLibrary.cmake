@@ -18,6 +18,10 @@ function(kvc_library target export_name)
     EXPORT_NAME ${export_name}
     VERSION ${PROJECT_VERSION}
     SOVERSION ${KVCANARY_SOVERSION})
+  if(BUILD_SHARED_LIBS AND NOT APPLE)
+    # Installed shared layers sit in one directory and find each other there, in any prefix.
+    set_target_properties(${target} PROPERTIES INSTALL_RPATH "$ORIGIN")
+  endif()
   set_property(GLOBAL APPEND PROPERTY KVCANARY_LIBRARY_TARGETS ${target})
 endfunction()
 

@@ -21,9 +21,10 @@ work=$(mktemp -d "${TMPDIR:-/tmp}/kvcanary-install.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 jobs=${JOBS:-1}
 read -r -a extra_args <<<"${KVCANARY_CMAKE_ARGS:-}"
-configure=(cmake -DCMAKE_BUILD_TYPE=Release "${extra_args[@]}")
-command -v ninja >/dev/null && configure+=(-G Ninja)
-[[ -n ${CXX:-} ]] && configure+=(-DCMAKE_CXX_COMPILER="$CXX")
+consumer=(cmake -DCMAKE_BUILD_TYPE=Release)
+command -v ninja >/dev/null && consumer+=(-G Ninja)
+[[ -n ${CXX:-} ]] && consumer+=(-DCMAKE_CXX_COMPILER="$CXX")
+configure=("${consumer[@]}" "${extra_args[@]}")
 say() { echo "== check_install: $*"; }
 
 if [[ ${1:-} == --reuse ]]; then
@@ -57,7 +58,7 @@ run_example() {
 }
 
 say "examples/cpp with find_package(kvcanary)"
-"${configure[@]}" -S examples/cpp -B "$work/example" -DCMAKE_PREFIX_PATH="$prefix" \
+"${consumer[@]}" -S examples/cpp -B "$work/example" -DCMAKE_PREFIX_PATH="$prefix" \
   >"$work/example.log"
 cmake --build "$work/example" >>"$work/example.log" || { cat "$work/example.log"; exit 1; }
 run_example "$work/example/engine_loop"
