@@ -66,7 +66,7 @@ if pybind11_dir=$(python3 -m pybind11 --cmakedir 2>/dev/null); then
   python_args=(-DPython3_EXECUTABLE="$(command -v python3)" -Dpybind11_DIR="$pybind11_dir")
 fi
 step configure cmake -S . -B build/gpu -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-  -DKVC_ENABLE_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 "${python_args[@]}" \
+  -DKVCANARY_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 "${python_args[@]}" \
   -DKVC_GTEST_SOURCE_DIR="$PWD/.carry/googletest" -DKVC_THIRD_PARTY_INCLUDE="$PWD/.carry/include"
 step build cmake --build build/gpu -j "$(nproc)"
 step cpu_tests ./build/gpu/tests/kvcanary_tests --gtest_brief=1
