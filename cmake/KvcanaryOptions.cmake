@@ -47,13 +47,26 @@ option(KVCANARY_BUILD_FUZZ "Build the libFuzzer targets of tests/fuzz (clang onl
 option(KVCANARY_WERROR "Treat compiler warnings as errors" OFF)
 option(KVCANARY_INSTALL "Generate the install rules and the package files" ${PROJECT_IS_TOP_LEVEL})
 
-# CUDA: AUTO builds the CUDA backend when a CUDA compiler is found (the default), ON requires it,
-# OFF never looks. KVCANARY_WITH_CUDA is the decision the rest of the build reads.
-set(KVCANARY_CUDA AUTO CACHE STRING "Build the CUDA backend: AUTO (when nvcc is found), ON, OFF")
-set_property(CACHE KVCANARY_CUDA PROPERTY STRINGS AUTO ON OFF)
+# CUDA: AUTO builds the CUDA backend when a CUDA compiler is found (the default), GPU only when a
+# GPU is also present (nvidia-smi lists one: the quick `sim` preset, so a machine without a GPU
+# does not compile kernels it cannot run), ON requires it, OFF never looks. KVCANARY_WITH_CUDA is
+# the decision the rest of the build reads.
+set(KVCANARY_CUDA AUTO CACHE STRING
+    "Build the CUDA backend: AUTO (when nvcc is found), GPU (when nvcc and a GPU are found), ON, OFF")
+set_property(CACHE KVCANARY_CUDA PROPERTY STRINGS AUTO GPU ON OFF)
 string(TOUPPER "${KVCANARY_CUDA}" _kvc_cuda)
-if(NOT _kvc_cuda MATCHES "^(AUTO|ON|OFF)$")
-  message(FATAL_ERROR "kvcanary: KVCANARY_CUDA must be AUTO, ON or OFF, got '${KVCANARY_CUDA}'")
+if(NOT _kvc_cuda MATCHES "^(AUTO|GPU|ON|OFF)$")
+  message(FATAL_ERROR "kvcanary: KVCANARY_CUDA must be AUTO, GPU, ON or OFF, got '${KVCANARY_CUDA}'")
+endif()
+if(_kvc_cuda STREQUAL "GPU")
+  execute_process(COMMAND nvidia-smi -L RESULT_VARIABLE _kvc_smi_status OUTPUT_VARIABLE _kvc_gpus
+                  ERROR_QUIET)
+  if(_kvc_smi_status EQUAL 0 AND _kvc_gpus MATCHES "GPU")
+    set(_kvc_cuda AUTO)
+  else()
+    message(STATUS "kvcanary: KVCANARY_CUDA=GPU and no GPU found: the CUDA backend is not built")
+    set(_kvc_cuda OFF)
+  endif()
 endif()
 set(KVCANARY_WITH_CUDA OFF)
 if(NOT _kvc_cuda STREQUAL "OFF")

@@ -17,7 +17,24 @@ if [[ $(id -u) -eq 0 ]]; then
 else
   as_root=(sudo)
 fi
+
+# Idempotent: only what is missing is installed, so a second run takes a second.
+missing=()
+for package in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "${package}" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("${package}")
+  fi
+done
+if ((${#missing[@]} == 0)); then
+  echo "kvcanary: build dependencies already installed (${#packages[@]} packages)"
+  exit 0
+fi
+
+echo "kvcanary: installing ${#missing[@]} packages: ${missing[*]}"
 export DEBIAN_FRONTEND=noninteractive
-"${as_root[@]}" apt-get update -qq
-"${as_root[@]}" apt-get install -y -qq --no-install-recommends "${packages[@]}" >/dev/null
+# Another apt or dpkg run (unattended upgrades on a fresh machine) holds the dpkg lock: wait for it
+# (up to 10 minutes) instead of failing.
+apt_options=(-o DPkg::Lock::Timeout=600)
+"${as_root[@]}" apt-get "${apt_options[@]}" update -q
+"${as_root[@]}" apt-get "${apt_options[@]}" install -y --no-install-recommends "${missing[@]}"
 echo "kvcanary: build dependencies installed"

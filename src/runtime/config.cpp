@@ -222,7 +222,8 @@ Config Config::FromEnv(const EnvLookup& env) {
     });
   }
   for (const auto& [var, member] : kBoolSettings) {
-    ReadVar(env, var, ParseBool, [&](bool v) { config.*member = v; });
+    // Captured by name: clang before 16 cannot capture a structured binding.
+    ReadVar(env, var, ParseBool, [&config, field = member](bool v) { config.*field = v; });
   }
   // A path is taken as given, trimmed; an empty value is unset like every other variable.
   if (const std::optional<std::string> path = env("KVCANARY_INCIDENT_FILE")) {

@@ -4,6 +4,7 @@
 #include <array>
 #include <cstdint>
 #include <limits>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <utility>
@@ -180,20 +181,23 @@ void ValidateTiers(const SimOptions& o) {
     }
     // While a chunk is written, the window before its first token and the whole chunk are
     // resident at once; slot 0 is padding.
-    // Checked: a library caller's SimOptions need not have passed the flag table's bounds.
-    if (o.swa_num_slots <= CheckedAdd("--swa-window + --chunk", o.swa_window, o.chunk_size)) {
+    // Sums and products are checked: a library caller's options need not be within the flags'
+    // bounds, and an overflow must be a usage error, not a wrapped size.
+    const std::optional<int64_t> one_request = TryAdd(o.swa_window, o.chunk_size);
+    if (!one_request || o.swa_num_slots <= *one_request) {
       Throw("--swa-slots ", o.swa_num_slots, " is too small: one request needs --swa-window ",
             o.swa_window, " + --chunk ", o.chunk_size, " slots plus the padding slot");
     }
     // Worst step: every running request holds its window, and a prefill batch adds its budget.
-    const int64_t worst = CheckedAdd(
-        "the SWA slots of a worst step",
-        CheckedMul("--max-running x (--swa-window + 1)", o.max_running_reqs, o.swa_window + 1),
-        o.prefill_token_budget, 1);
-    if (o.swa_num_slots < worst) {
+    std::optional<int64_t> worst = TryAdd(o.swa_window, 1);
+    if (worst) worst = TryMul(o.max_running_reqs, *worst);
+    if (worst) worst = TryAdd(*worst, o.prefill_token_budget);
+    if (worst) worst = TryAdd(*worst, 1);
+    if (!worst || o.swa_num_slots < *worst) {
       Throw("--swa-slots ", o.swa_num_slots, " is too small for --max-running ",
             o.max_running_reqs, " windows of ", o.swa_window, " plus a prefill budget of ",
-            o.prefill_token_budget, ": need at least ", worst);
+            o.prefill_token_budget, ": need at least ",
+            worst ? std::to_string(*worst) : std::string("more than 2^63 - 1"));
     }
     if (o.host_tier || o.pd) {
       Throw("--swa-window cannot be combined with --host-tier or --pd (the simulator's host tier "
