@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what kvcanary needs to build and test on Debian 12 (bookworm). Run as root, or as a
-# user with sudo. Both README commands and .ci/run start here.
+# user with sudo. Both README commands and .ci/run start here; `sim` installs only what the
+# quick build of the main job needs.
 set -euo pipefail
 
 packages=(
@@ -11,6 +12,14 @@ packages=(
   python3-hypothesis                            # Python property tests
   clang libclang-rt-dev llvm  # fuzz targets: clang, libFuzzer (libclang_rt.fuzzer*.a), symbolizer
 )
+
+# `setup.sh sim`: only what the main job's quick build (preset `sim`) needs.
+if [[ ${1:-} == sim ]]; then
+  packages=(build-essential cmake ninja-build libcli11-dev nlohmann-json3-dev)
+elif [[ $# -gt 0 ]]; then
+  echo "usage: bash scripts/setup.sh [sim]" >&2
+  exit 2
+fi
 
 if [[ $(id -u) -eq 0 ]]; then
   as_root=()
