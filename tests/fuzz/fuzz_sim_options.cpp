@@ -24,8 +24,8 @@ void Override(FuzzedDataProvider& in, SimOptions& options) {
   switch (in.ConsumeIntegralInRange<int>(0, 3)) {
     case 0:
       options.*kIntFields[in.ConsumeIntegralInRange<size_t>(0, std::size(kIntFields) - 1)] =
-          // Within +-2^31 for now: ValidateOptions multiplies sizes without an overflow check
-          // (reported to the lead); widen to the full int64 range once it checks.
+          // Within +-2^31 for now: ValidateOptions multiplies sizes without an overflow check;
+          // widen to the full int64 range once it checks.
           in.ConsumeIntegralInRange<int64_t>(-(int64_t{1} << 31), int64_t{1} << 31);
       break;
     case 1:
