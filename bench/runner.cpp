@@ -125,8 +125,11 @@ BenchResults RunSuite(BenchDevice& device, const Suite& suite, const RunOptions&
     std::vector<InputSet> sets = MakeInputSets(pool, layout, num_sets);
 
     for (RealData mode : kRealDataModes) {
-      const std::string label = "[" + std::to_string(++done) + "/" + std::to_string(total) + "] " +
-                                name + " " + RealDataName(mode);
+      // Appended piece by piece: `"[" + std::string&&` makes GCC 12 at -O3 report a false
+      // -Wrestrict overlap inside libstdc++'s operator+ (its insert at position 0).
+      std::string label = "[";
+      label.append(std::to_string(++done)).append("/").append(std::to_string(total));
+      label.append("] ").append(name).append(" ").append(RealDataName(mode));
       progress(label + ": checking");
       // TAIL records carry this mode's fingerprints.
       writer.Run(CanaryLaunchTag::kTailKFull, mode);

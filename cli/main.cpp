@@ -9,6 +9,7 @@
 #include <CLI/CLI.hpp>
 
 #include "cli/command.h"
+#include "kvcanary/version.h"
 
 namespace {
 
@@ -40,9 +41,12 @@ int RunCommand(const kvcanary::cli::Command& command) {
 
 int main(int argc, char** argv) {
   CLI::App app{"kvcanary: KV-cache canary tools", "kvcanary"};
+  app.set_version_flag("--version", std::string("kvcanary ") + kvcanary::kVersionString);
   app.require_subcommand(1);
   const std::vector<kvcanary::cli::Command> commands = {
+#ifdef KVC_HAVE_BENCH
       kvcanary::cli::AddBenchCommand(app),
+#endif
       kvcanary::cli::AddSimCommand(app),
   };
   try {

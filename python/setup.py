@@ -3,12 +3,13 @@ from the project's own CMake build (python/CMakeLists.txt), so nothing is downlo
 
     python3 -m pip install --no-build-isolation ./python      (from the repository root)
 
-Environment: KVCANARY_CMAKE_ARGS adds CMake arguments (e.g. "-DKVC_ENABLE_CUDA=OFF");
+Environment: KVCANARY_CMAKE_ARGS adds CMake arguments (e.g. "-DKVCANARY_CUDA=OFF");
 KVCANARY_BUILD_DIR overrides the CMake build directory (default: <repo>/build/pip);
 KVCANARY_SOURCE_DIR overrides the repository root (default: this file's parent directory).
 """
 
 import os
+import re
 import shlex
 import subprocess
 import sys
@@ -37,7 +38,8 @@ class CMakeBuild(build_ext):
         configure = [
             "cmake", "-S", str(SOURCE_DIR), "-B", str(build_dir),
             "-DCMAKE_BUILD_TYPE=Release",
-            "-DKVC_BUILD_PYTHON=ON", "-DKVC_BUILD_TESTS=OFF", "-DKVC_BUILD_CLI=OFF",
+            "-DKVCANARY_BUILD_PYTHON=ON", "-DKVCANARY_BUILD_TESTS=OFF", "-DKVCANARY_BUILD_CLI=OFF",
+            "-DKVCANARY_BUILD_BENCH=OFF", "-DBUILD_SHARED_LIBS=OFF",  # the wheel holds one module
             f"-DPython3_EXECUTABLE={sys.executable}",
             f"-DKVC_PYTHON_OUTPUT_DIR={output_dir}",
         ]
@@ -62,4 +64,11 @@ def _have(program: str) -> bool:
     return any((Path(p) / program).exists() for p in os.environ.get("PATH", "").split(os.pathsep))
 
 
-setup(ext_modules=[CMakeExtension("kvcanary._kvcanary")], cmdclass={"build_ext": CMakeBuild})
+def _project_version() -> str:
+    """The one version number: project(kvcanary VERSION x.y.z) in the top-level CMakeLists.txt."""
+    text = (SOURCE_DIR / "CMakeLists.txt").read_text()
+    return re.search(r"project\(kvcanary VERSION ([0-9.]+)", text).group(1)
+
+
+setup(version=_project_version(), ext_modules=[CMakeExtension("kvcanary._kvcanary")],
+      cmdclass={"build_ext": CMakeBuild})

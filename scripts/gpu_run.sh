@@ -72,7 +72,7 @@ if [[ -d .carry ]]; then
               -DKVC_THIRD_PARTY_INCLUDE="$PWD/.carry/include")
 fi
 step configure cmake -S . -B build/gpu -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-  -DKVC_ENABLE_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 "${python_args[@]}" "${carry_args[@]}"
+  -DKVCANARY_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 "${python_args[@]}" "${carry_args[@]}"
 step build cmake --build build/gpu -j "$(nproc)"
 step cpu_tests ./build/gpu/tests/kvcanary_tests --gtest_brief=1
 step gpu_tests ./build/gpu/tests/gpu/kvcanary_gpu_tests

@@ -186,15 +186,13 @@ class PlanCall {
     // no extend_seq_lens).
     PlanOffsets(OffsetsCallOver(out, scratch.view(), Inputs(), out.slots.shape()[0]));
 
-    PlanEntriesArgs entries;
-    entries.inputs = Inputs();
-    entries.verify_offsets_scratch = scratch.view();
-    entries.verify_enable = out.enable.view();
-    entries.out_verify_slot_indices = out.slots.view();
-    entries.out_verify_expected_tokens = out.tokens.view();
-    entries.out_verify_expected_positions = out.positions.view();
-    entries.out_verify_prev_slot_indices = out.prevs.view();
-    PlanEntries(entries);
+    PlanEntries({.inputs = Inputs(),
+                 .verify_offsets_scratch = scratch.view(),
+                 .verify_enable = out.enable.view(),
+                 .out_verify_slot_indices = out.slots.view(),
+                 .out_verify_expected_tokens = out.tokens.view(),
+                 .out_verify_expected_positions = out.positions.view(),
+                 .out_verify_prev_slot_indices = out.prevs.view()});
   }
 
  private:

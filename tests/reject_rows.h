@@ -55,8 +55,15 @@ ArgRef<Args> InputArg(TensorView PlanInputs::*member, std::string name, std::str
 // The dtype as the messages print it (written out here, not taken from the library): the
 // dtypes the tables use.
 inline std::string TorchName(DType dtype) {
-  if (dtype == DType::kUInt8) return "torch.uint8";
-  return dtype == DType::kInt32 ? "torch.int32" : "torch.int64";
+  const std::pair<DType, const char*> names[] = {
+      {DType::kUInt8, "torch.uint8"},    {DType::kInt8, "torch.int8"},
+      {DType::kInt32, "torch.int32"},    {DType::kInt64, "torch.int64"},
+      {DType::kUInt64, "torch.uint64"},  {DType::kFloat32, "torch.float32"},
+      {DType::kFloat64, "torch.float64"}};
+  for (const auto& [d, name] : names) {
+    if (d == dtype) return name;
+  }
+  return "an unnamed dtype";
 }
 
 // A shape as the messages print it: "(4, 1)", "(32,)".
@@ -104,6 +111,13 @@ RejectRow<Case> ReplaceRow(std::string name, ArgOf<Case> arg,
             field = bad(c, field);
           },
           std::move(message)};
+}
+
+// `row` under the name its table has always used.
+template <typename Case>
+RejectRow<Case> Named(std::string name, RejectRow<Case> row) {
+  row.name = std::move(name);
+  return row;
 }
 
 // Makers of a replacement view for ReplaceRow: the valid view's memory with another layout, or
@@ -223,6 +237,42 @@ struct PlanInputRefs {
                                            "req_to_verify_expected_tokens_valid_lens", "ValidLens");
 };
 
+// The LaunchContext tensors Verify and Write check, as the messages name them (the tables keep
+// their own row names: use Named).
+template <typename Args>
+struct ContextRefs {
+  ArgRef<Args> canary_buf = PartArg(&Args::context, &LaunchContext::canary_buf, "canary_buf", "");
+  ArgRef<Args> ring = PartArg(&Args::context, &LaunchContext::violation_ring, "violation_ring", "");
+  ArgRef<Args> write_index =
+      PartArg(&Args::context, &LaunchContext::violation_write_index, "violation_write_index", "");
+  ArgRef<Args> slot_run_counter =
+      PartArg(&Args::context, &LaunchContext::slot_run_counter, "slot_run_counter", "");
+  ArgRef<Args> kernel_run_counter =
+      PartArg(&Args::context, &LaunchContext::kernel_run_counter, "kernel_run_counter", "");
+  ArgRef<Args> chain_assert = PartArg(&Args::context, &LaunchContext::enable_chain_position_assert,
+                                      "enable_chain_position_assert", "");
+};
+
+// The context's scalars, checked before anything is written: a negative source count (row
+// `count_name`, also in the paired context) and an unknown hash mode (row `mode_name`). `op` is
+// how the messages name the kernel ("canary_verify"). Case has a second state `paired`.
+template <typename Case>
+std::vector<RejectRow<Case>> ContextScalarRows(const std::string& count_name,
+                                               const std::string& mode_name,
+                                               const std::string& op) {
+  using Args = typename Case::OpArgs;
+  const std::string count_message = "kv-canary: " + op + ": num_sources must be in [0, 4], got -1";
+  return {{count_name, [](Case&, Args& a) { a.context.num_real_kv_sources = -1; }, count_message},
+          {"PairedContextIsValidatedBeforeAnythingIsWritten",
+           [](Case& c, Args& a) {
+             a.paired_context = c.paired.Context();
+             a.paired_context->num_real_kv_sources = -1;
+           },
+           count_message},
+          {mode_name, [](Case&, Args& a) { a.context.real_kv_hash_mode = 3; },
+           "kv-canary: real_kv_hash_mode must be one of 0/1/2, got 3"}};
+}
+
 // A row that sets one scalar argument (a member of the op's arguments or of its PlanInputs).
 template <typename Case, typename T, typename V>
 RejectRow<Case> SetRow(std::string name, T Case::OpArgs::*member, V value, std::string message) {
@@ -246,26 +296,6 @@ RejectRow<Case> RequiredContiguousTableRow(std::string name) {
             a.inputs.require_contiguous_req_to_token = true;
           },
           "kv-canary: req_to_token must be contiguous"};
-}
-
-// G9: every tensor of the call (`all_on` moves them) on a device no backend of this build
-// supports: DLPack's Metal in every build, and cuda:0 in a build without the CUDA backend (whose
-// host memory is never touched). The op reports it on its `reference` argument.
-template <typename Case>
-std::vector<RejectRow<Case>> UnsupportedDeviceRows(const std::string& op,
-                                                   const std::string& reference,
-                                                   void (*all_on)(Device, typename Case::OpArgs&)) {
-  using Args = typename Case::OpArgs;
-  const std::string message = "kv-canary: " + reference + " is on unsupported device ";
-  std::vector<RejectRow<Case>> rows = {
-      {"G9" + op + "AllOnUnsupportedDevice",
-       [all_on](Case&, Args& a) { all_on(UnsupportedDevice(), a); },
-       message + "dlpack_device_8:0"}};
-#if !defined(KVC_HAVE_CUDA)
-  rows.push_back({"G9" + op + "AllOnCudaWithoutBackend",
-                  [all_on](Case&, Args& a) { all_on(Device::CUDA(0), a); }, message + "cuda:0"});
-#endif
-  return rows;
 }
 
 // A token pool given without its valid lengths (the plan-entries stage names itself).
@@ -297,6 +327,57 @@ template <typename Row, typename... More>
 std::vector<Row> Concat(std::vector<Row> rows, const More&... more) {
   (rows.insert(rows.end(), more.begin(), more.end()), ...);
   return rows;
+}
+
+// The device as the messages print it (written out here, not taken from the library).
+inline std::string DeviceText(Device device) {
+  return device.type == DeviceType::kCUDA ? "cuda:0" : "dlpack_device_8:0";
+}
+
+// G9: every tensor of the call (`all_on` moves them) on `device` (cuda:0 or UnsupportedDevice()),
+// which no backend of this build supports; the op reports it on its `reference` argument.
+template <typename Case>
+RejectRow<Case> AllOnDeviceRow(std::string name, Device device, const std::string& reference,
+                               void (*all_on)(Device, typename Case::OpArgs&)) {
+  return {std::move(name), [all_on, device](Case&, typename Case::OpArgs& a) { all_on(device, a); },
+          "kv-canary: " + reference + " is on unsupported device " + DeviceText(device)};
+}
+
+// G9 on cuda:0 in a build without the CUDA backend (whose host memory is never touched): `name`,
+// or no row in a CUDA build.
+template <typename Case>
+std::vector<RejectRow<Case>> CudaWithoutBackendRows(
+    [[maybe_unused]] const std::string& name, [[maybe_unused]] const std::string& reference,
+    [[maybe_unused]] void (*all_on)(Device, typename Case::OpArgs&)) {
+#if !defined(KVC_HAVE_CUDA)
+  return {AllOnDeviceRow<Case>(name, Device::CUDA(0), reference, all_on)};
+#else
+  return {};
+#endif
+}
+
+// G9 on DLPack's Metal (every build) and, in a build without the CUDA backend, on cuda:0 (whose
+// host memory is never touched), named "G9" + `op` + what they try.
+template <typename Case>
+std::vector<RejectRow<Case>> UnsupportedDeviceRows(const std::string& op,
+                                                   const std::string& reference,
+                                                   void (*all_on)(Device, typename Case::OpArgs&)) {
+  std::vector<RejectRow<Case>> rows = {AllOnDeviceRow<Case>(
+      "G9" + op + "AllOnUnsupportedDevice", UnsupportedDevice(), reference, all_on)};
+  return Concat(std::move(rows), CudaWithoutBackendRows<Case>("G9" + op + "AllOnCudaWithoutBackend",
+                                                              reference, all_on));
+}
+
+// A Verify or Write table: its listed rows, then ContextScalarRows and the G9 row of a build
+// without the CUDA backend ("G9CudaWithoutTheCudaBackend", reported on canary_buf).
+template <typename Case, size_t N>
+std::vector<RejectRow<Case>> KernelTable(const RejectRow<Case> (&listed)[N],
+                                         const std::string& count_name,
+                                         const std::string& mode_name, const std::string& op,
+                                         void (*all_on)(Device, typename Case::OpArgs&)) {
+  return Concat(std::vector<RejectRow<Case>>(listed, listed + N),
+                ContextScalarRows<Case>(count_name, mode_name, op),
+                CudaWithoutBackendRows<Case>("G9CudaWithoutTheCudaBackend", "canary_buf", all_on));
 }
 
 }  // namespace kvcanary::testing

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "kvcanary/scatter.h"
+#include "reject_rows.h"
 #include "testutil.h"
 #include "validation_table.h"
 #include "validation_util.h"
@@ -38,6 +39,23 @@ int64_t* const kMisaligned = reinterpret_cast<int64_t*>(misaligned_backing + 1);
 
 constexpr auto kType = Error::Category::kType;
 constexpr const char* kPrefix = "kv-canary: scatter_req_token_ids ";
+
+// S2: `member` (named `arg`) re-typed to `dtype`, raised as TypeError naming the dtype it wants
+// (int64, or int32 for pool_out).
+Row S2Row(TensorView ScatterArgs::*member, const std::string& arg, const std::string& title,
+          DType dtype) {
+  const std::string wants = arg == "pool_out" ? "int32" : "int64";
+  const std::string message =
+      std::string(kPrefix) + arg + " must be " + wants + ", got " + TorchName(dtype);
+  Row row = ReplaceRow<ScatterCase>(
+      "S2" + title + "NotI" + wants.substr(1), OwnArg(member, arg, title),
+      [dtype](ScatterCase&, const TensorView& good) {
+        return TensorView(good.data(), dtype, good.device(), ShapeOf(good));
+      },
+      message);
+  row.category = kType;
+  return row;
+}
 
 const Row kRows[] = {
     {"AbsentOffsets", [](ScatterCase&, ScatterArgs& a) { a.offsets = TensorView(); },
@@ -89,20 +107,10 @@ const Row kRows[] = {
      },
      std::string(kPrefix) + "pool_out must be 2-D, got shape (12,)"},
     // S2: dtypes, raised as TypeError.
-    {"S2FlatInNotInt64",
-     [](ScatterCase& c, ScatterArgs& a) { a.flat_in = Recast(c.flat_in, DType::kInt32); },
-     std::string(kPrefix) + "flat_in must be int64, got torch.int32", kType},
-    {"S2OffsetsNotInt64",
-     [](ScatterCase& c, ScatterArgs& a) { a.offsets = Recast(c.offsets, DType::kFloat64); },
-     std::string(kPrefix) + "offsets must be int64, got torch.float64", kType},
-    {"S2ReqPoolIndicesNotInt64",
-     [](ScatterCase& c, ScatterArgs& a) {
-       a.req_pool_indices = Recast(c.req_pool_indices, DType::kUInt64);
-     },
-     std::string(kPrefix) + "req_pool_indices must be int64, got torch.uint64", kType},
-    {"S2PoolOutNotInt32",
-     [](ScatterCase& c, ScatterArgs& a) { a.pool_out = Recast(c.pool, DType::kFloat32); },
-     std::string(kPrefix) + "pool_out must be int32, got torch.float32", kType},
+    S2Row(&ScatterArgs::flat_in, "flat_in", "FlatIn", DType::kInt32),
+    S2Row(&ScatterArgs::offsets, "offsets", "Offsets", DType::kFloat64),
+    S2Row(&ScatterArgs::req_pool_indices, "req_pool_indices", "ReqPoolIndices", DType::kUInt64),
+    S2Row(&ScatterArgs::pool_out, "pool_out", "PoolOut", DType::kFloat32),
     {"S2DTypesAreCheckedBeforeTheOffsetsLength",
      [](ScatterCase& c, ScatterArgs& a) {
        a.offsets = c.offsets.view({2});

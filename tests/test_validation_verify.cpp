@@ -5,11 +5,14 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <iterator>
 #include <string>
+#include <vector>
 
 #include "kvcanary/context.h"
 #include "kvcanary/hash.h"
 #include "kvcanary/verify.h"
+#include "reject_rows.h"
 #include "testutil.h"
 #include "validation_table.h"
 #include "validation_util.h"
@@ -74,7 +77,19 @@ void SetSource(VerifyArgs& a, int i, const TensorView& tensor, int64_t read_byte
 
 using VerifyRow = RejectRow<VerifyCase>;
 
-const VerifyRow kVerifyRows[] = {
+constexpr DType i32 = DType::kInt32, i64 = DType::kInt64;
+ArgRef<VerifyArgs> PlanArg(TensorView VerifyPlanView::*member, const std::string& name) {
+  return PartArg(&VerifyArgs::plan, member, "plan." + name, "");
+}
+const ContextRefs<VerifyArgs> kCtx;
+const auto kSlots = PlanArg(&VerifyPlanView::verify_slot_indices, "verify_slot_indices");
+const auto kTokens = PlanArg(&VerifyPlanView::verify_expected_tokens, "verify_expected_tokens");
+const auto kPositions =
+    PlanArg(&VerifyPlanView::verify_expected_positions, "verify_expected_positions");
+const auto kNumValid = PlanArg(&VerifyPlanView::verify_num_valid, "verify_num_valid");
+const auto kEnable = PlanArg(&VerifyPlanView::enable, "enable");
+
+const VerifyRow kListedRows[] = {
     {"AbsentPlanArray", [](auto&, auto& a) { a.plan.verify_expected_tokens = TensorView(); },
      "kv-canary: plan.verify_expected_tokens is required, got None"},
     // V1-V4: source count, contiguity, source layouts.
@@ -132,92 +147,45 @@ const VerifyRow kVerifyRows[] = {
      },
      "kv-canary: canary_verify: slot_stride_bytes must hold at least 32 bytes per slot, got 16"},
     // V7: plan, ring and counter dtypes and shapes.
-    {"V7SlotIndicesWrongDType",
-     [](auto& c, auto& a) { a.plan.verify_slot_indices = Recast(c.plan.slots, DType::kInt32); },
-     "kv-canary: plan.verify_slot_indices must have dtype torch.int64, got torch.int32"},
-    {"V7SlotIndicesNot1D",
-     [](auto& c, auto& a) {
-       a.plan.verify_slot_indices = c.plan.slots.view({2, 2});
-     },
-     "kv-canary: plan.verify_slot_indices must be 1-D, got shape (2, 2)"},
-    {"V7ExpectedTokensWrongDType",
-     [](auto& c, auto& a) {
-       a.plan.verify_expected_tokens = Recast(c.plan.tokens, DType::kFloat64);
-     },
-     "kv-canary: plan.verify_expected_tokens must have dtype torch.int64, got torch.float64"},
-    {"V7PlanArraysOfDifferentLengths",
-     [](auto& c, auto& a) { a.plan.verify_expected_positions = c.plan.positions.view({3}); },
-     "kv-canary: plan.verify_expected_positions length must be 4, got 3"},
-    {"V7NumValidWrongDType",
-     [](auto& c, auto& a) { a.plan.verify_num_valid = c.plan.slots.view({1}); },
-     "kv-canary: plan.verify_num_valid must have dtype torch.int32, got torch.int64"},
-    {"V7EnableWrongLength", [](auto& c, auto& a) { a.plan.enable = c.plan.enable.view({0}); },
-     "kv-canary: plan.enable length must be 1, got 0"},
-    {"V7WriteIndexWrongDType",
-     [](auto& c, auto& a) {
-       a.context.violation_write_index = c.KeepOutput(Poisoned<int64_t>({1})).view();
-     },
-     "kv-canary: violation_write_index must have dtype torch.int32, got torch.int64"},
-    {"V7RingWrongDType",
-     [](auto& c, auto& a) { a.context.violation_ring = Recast(c.state.ring, DType::kUInt64); },
-     "kv-canary: violation_ring must have dtype torch.int64, got torch.uint64"},
-    {"V7RingNot2D", [](auto& c, auto& a) { a.context.violation_ring = c.state.ring.view({128}); },
-     "kv-canary: violation_ring must be 2-D, got shape (128,)"},
-    {"V7RingWithoutEightColumns",
-     [](auto& c, auto& a) {
-       a.context.violation_ring = c.state.ring.view({32, 4});
-     },
-     "kv-canary: violation_ring must have 8 columns, got shape (32, 4)"},
-    {"V7SlotRunCounterWrongLength",
-     [](auto& c, auto& a) {
-       a.context.slot_run_counter = c.KeepOutput(Poisoned<int64_t>({2})).view();
-     },
-     "kv-canary: slot_run_counter length must be 1, got 2"},
-    {"V7KernelRunCounterWrongDType",
-     [](auto& c, auto& a) {
-       a.context.kernel_run_counter = c.KeepOutput(Poisoned<int32_t>({1})).view();
-     },
-     "kv-canary: kernel_run_counter must have dtype torch.int64, got torch.int32"},
-    // V8-V10, G8, G9.
-    {"V8NegativeSourceCount", [](auto&, auto& a) { a.context.num_real_kv_sources = -1; },
-     "kv-canary: canary_verify: num_sources must be in [0, 4], got -1"},
-    {"PairedContextIsValidatedBeforeAnythingIsWritten",
-     [](auto& c, auto& a) {
-       a.paired_context = c.paired.Context();
-       a.paired_context->num_real_kv_sources = -1;
-     },
-     "kv-canary: canary_verify: num_sources must be in [0, 4], got -1"},
-    {"V9UnknownHashMode", [](auto&, auto& a) { a.context.real_kv_hash_mode = 3; },
-     "kv-canary: real_kv_hash_mode must be one of 0/1/2, got 3"},
-    {"V10RingOnAnotherDevice",
-     [](auto&, auto& a) { a.context.violation_ring = OnCuda(a.context.violation_ring); },
-     "kv-canary: violation_ring must be on canary_buf's device cpu, got cuda:0"},
+    Named("V7SlotIndicesWrongDType", WrongDtypeRow<VerifyCase>("", kSlots, i64, i32)),
+    Named("V7SlotIndicesNot1D", RankRow<VerifyCase>("", kSlots, 1, {2, 2})),
+    Named("V7ExpectedTokensWrongDType",
+          WrongDtypeRow<VerifyCase>("", kTokens, i64, DType::kFloat64)),
+    Named("V7PlanArraysOfDifferentLengths", LengthRow<VerifyCase>("", kPositions, 4, 3)),
+    Named("V7NumValidWrongDType", WrongDtypeRow<VerifyCase>("", kNumValid, i32, i64)),
+    Named("V7EnableWrongLength", LengthRow<VerifyCase>("", kEnable, 1, 0)),
+    Named("V7WriteIndexWrongDType", WrongDtypeRow<VerifyCase>("", kCtx.write_index, i32, i64)),
+    Named("V7RingWrongDType", WrongDtypeRow<VerifyCase>("", kCtx.ring, i64, DType::kUInt64)),
+    Named("V7RingNot2D", RankRow<VerifyCase>("", kCtx.ring, 2, {128})),
+    Named(
+        "V7RingWithoutEightColumns",
+        ReplaceRow<VerifyCase>("", kCtx.ring, Restrided<VerifyCase>({32, 4}, {}),
+                               "kv-canary: violation_ring must have 8 columns, got shape (32, 4)")),
+    Named("V7SlotRunCounterWrongLength", LengthRow<VerifyCase>("", kCtx.slot_run_counter, 1, 2)),
+    Named("V7KernelRunCounterWrongDType",
+          WrongDtypeRow<VerifyCase>("", kCtx.kernel_run_counter, i64, i32)),
+    // V10, G8 (V8, V9: ContextScalarRows; G9: CudaWithoutBackendRows).
+    Named("V10RingOnAnotherDevice", OtherDeviceRow<VerifyCase>("", kCtx.ring, "canary_buf")),
     {"V10SourceOnAnotherDevice", [](auto& c, auto& a) { SetSource(a, 0, OnCuda(c.kv.view())); },
      "kv-canary: real_kv_sources[0].tensor must be on canary_buf's device cpu, got cuda:0"},
-    {"V10PlanArrayOnAnotherDevice", [](auto&, auto& a) { a.plan.enable = OnCuda(a.plan.enable); },
-     "kv-canary: plan.enable must be on canary_buf's device cpu, got cuda:0"},
-    {"G8ReadOnlyRing",
-     [](auto& c, auto& a) { a.context.violation_ring = c.state.ring.read_only_view(); },
-     "kv-canary: violation_ring must be writable"},
-    {"G8ReadOnlyKernelRunCounter",
-     [](auto& c, auto& a) {
-       a.context.kernel_run_counter = c.state.kernel_run_counter.read_only_view();
-     },
-     "kv-canary: kernel_run_counter must be writable"},
-#if !defined(KVC_HAVE_CUDA)
-    {"G9CudaWithoutTheCudaBackend",
-     [](auto&, auto& a) {
-       LaunchContext& c = a.context;
-       VerifyPlanView& p = a.plan;
-       MoveToDevice(Device::CUDA(0), {&c.canary_buf, &c.violation_ring, &c.violation_write_index,
-                                      &c.slot_run_counter, &c.kernel_run_counter,
-                                      &c.real_kv_sources[0].tensor, &p.verify_slot_indices,
-                                      &p.verify_expected_tokens, &p.verify_expected_positions,
-                                      &p.verify_prev_slot_indices, &p.verify_num_valid, &p.enable});
-     },
-     "kv-canary: canary_buf is on unsupported device cuda:0"},
-#endif
+    Named("V10PlanArrayOnAnotherDevice", OtherDeviceRow<VerifyCase>("", kEnable, "canary_buf")),
+    Named("G8ReadOnlyRing", ReadOnlyRow<VerifyCase>("", kCtx.ring)),
+    Named("G8ReadOnlyKernelRunCounter", ReadOnlyRow<VerifyCase>("", kCtx.kernel_run_counter)),
 };
+
+// G9: every tensor of the call on `device`.
+void AllOnDevice(Device device, VerifyArgs& a) {
+  LaunchContext& c = a.context;
+  VerifyPlanView& p = a.plan;
+  MoveToDevice(
+      device, {&c.canary_buf, &c.violation_ring, &c.violation_write_index, &c.slot_run_counter,
+               &c.kernel_run_counter, &c.real_kv_sources[0].tensor, &p.verify_slot_indices,
+               &p.verify_expected_tokens, &p.verify_expected_positions, &p.verify_prev_slot_indices,
+               &p.verify_num_valid, &p.enable});
+}
+
+const std::vector<VerifyRow> kVerifyRows = KernelTable(
+    kListedRows, "V8NegativeSourceCount", "V9UnknownHashMode", "canary_verify", AllOnDevice);
 
 KVC_REJECTION_TABLE(VerifyRejects, VerifyCase, kVerifyRows);
 

@@ -3,10 +3,13 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <iterator>
 #include <string>
+#include <vector>
 
 #include "kvcanary/context.h"
 #include "kvcanary/write.h"
+#include "reject_rows.h"
 #include "testutil.h"
 #include "validation_table.h"
 #include "validation_util.h"
@@ -72,7 +75,19 @@ constexpr const char* kAssertOnMessage =
 constexpr const char* kAssertOffMessage =
     "kv-canary: expected input tensors must be None when enable_write_input_assert=False";
 
-const Row kRows[] = {
+constexpr DType i32 = DType::kInt32, i64 = DType::kInt64;
+const auto kSeeds = PartArg(&WriteArgs::plan, &WritePlanView::write_seed_slot_indices,
+                            "plan.write_seed_slot_indices", "Seeds");
+const auto kOffsets =
+    PartArg(&WriteArgs::plan, &WritePlanView::write_offsets, "plan.write_offsets", "Offsets");
+const auto kNumValidReqs = PartArg(&WriteArgs::plan, &WritePlanView::write_num_valid_reqs,
+                                   "plan.write_num_valid_reqs", "NumValidReqs");
+const ContextRefs<WriteArgs> kCtx;
+const auto kInputIds = OwnArg(&WriteArgs::input_ids, "input_ids", "InputIds");
+const auto kPositions = OwnArg(&WriteArgs::positions, "positions", "Positions");
+const auto kOutCacheLoc = OwnArg(&WriteArgs::out_cache_loc, "out_cache_loc", "OutCacheLoc");
+
+const Row kListedRows[] = {
     {"AbsentInputIds", [](auto&, auto& a) { a.input_ids = TensorView(); },
      "kv-canary: input_ids is required, got None"},
     // W1-W6: source count, contiguity, expected tensors, source layouts.
@@ -163,50 +178,20 @@ const Row kRows[] = {
      },
      "kv-canary: canary_write: slot_stride_bytes must hold at least 32 bytes per slot, got 8"},
     // W8: the plan.
-    {"W8SeedsWrongDType",
-     [](auto& c, auto& a) { a.plan.write_seed_slot_indices = Recast(c.plan.seeds, DType::kInt32); },
-     "kv-canary: plan.write_seed_slot_indices must have dtype torch.int64, got torch.int32"},
-    {"W8SeedsNot1D",
-     [](auto& c, auto& a) {
-       a.plan.write_seed_slot_indices = c.plan.seeds.view({1, 2});
-     },
-     "kv-canary: plan.write_seed_slot_indices must be 1-D, got shape (1, 2)"},
-    {"W8OffsetsWrongDType",
-     [](auto& c, auto& a) { a.plan.write_offsets = Recast(c.plan.offsets, DType::kUInt64); },
-     "kv-canary: plan.write_offsets must have dtype torch.int64, got torch.uint64"},
-    {"W8OffsetsNot1D",
-     [](auto& c, auto& a) {
-       a.plan.write_offsets = c.plan.offsets.view({3, 1});
-     },
-     "kv-canary: plan.write_offsets must be 1-D, got shape (3, 1)"},
-    {"W8OffsetsNotCapacityPlusOne",
-     [](auto& c, auto& a) { a.plan.write_offsets = c.plan.offsets.view({2}); },
-     "kv-canary: canary_write: write_offsets.size(0) must equal write_req_capacity + 1 (3), got 2"},
-    {"W8NumValidReqsWrongDType",
-     [](auto& c, auto& a) {
-       a.plan.write_num_valid_reqs = c.Keep(HostTensor<int64_t>({1})).view();
-     },
-     "kv-canary: plan.write_num_valid_reqs must have dtype torch.int32, got torch.int64"},
-    {"W8NumValidReqsWrongLength",
-     [](auto& c, auto& a) {
-       a.plan.write_num_valid_reqs = c.Keep(HostTensor<int32_t>({2})).view();
-     },
-     "kv-canary: plan.write_num_valid_reqs length must be 1, got 2"},
+    Named("W8SeedsWrongDType", WrongDtypeRow<WriteCase>("", kSeeds, i64, i32)),
+    RankRow<WriteCase>("W8", kSeeds, 1, {1, 2}),
+    Named("W8OffsetsWrongDType", WrongDtypeRow<WriteCase>("", kOffsets, i64, DType::kUInt64)),
+    RankRow<WriteCase>("W8", kOffsets, 1, {3, 1}),
+    ReplaceRow<WriteCase>("W8OffsetsNotCapacityPlusOne", kOffsets, Resized<WriteCase>(2),
+                          "kv-canary: canary_write: write_offsets.size(0) must equal "
+                          "write_req_capacity + 1 (3), got 2"),
+    Named("W8NumValidReqsWrongDType", WrongDtypeRow<WriteCase>("", kNumValidReqs, i32, i64)),
+    Named("W8NumValidReqsWrongLength", LengthRow<WriteCase>("", kNumValidReqs, 1, 2)),
     // W9: the token tensors.
-    {"W9InputIdsWrongDType",
-     [](auto& c, auto& a) { a.input_ids = Recast(c.input_ids, DType::kInt32); },
-     "kv-canary: input_ids must have dtype torch.int64, got torch.int32"},
-    {"W9InputIdsNot1D",
-     [](auto& c, auto& a) {
-       a.input_ids = c.input_ids.view({1, 3});
-     },
-     "kv-canary: input_ids must be 1-D, got shape (1, 3)"},
-    {"W9PositionsShorterThanInputIds",
-     [](auto& c, auto& a) { a.positions = c.positions.view({2}); },
-     "kv-canary: positions length must be 3, got 2"},
-    {"W9OutCacheLocWrongDType",
-     [](auto& c, auto& a) { a.out_cache_loc = Recast(c.out_cache_loc, DType::kInt32); },
-     "kv-canary: out_cache_loc must have dtype torch.int64, got torch.int32"},
+    Named("W9InputIdsWrongDType", WrongDtypeRow<WriteCase>("", kInputIds, i64, i32)),
+    RankRow<WriteCase>("W9", kInputIds, 1, {1, 3}),
+    Named("W9PositionsShorterThanInputIds", LengthRow<WriteCase>("", kPositions, 3, 2)),
+    Named("W9OutCacheLocWrongDType", WrongDtypeRow<WriteCase>("", kOutCacheLoc, i64, i32)),
     {"W9ExpectedTokensWrongLength",
      [](auto& c, auto& a) {
        c.EnableInputAssert(a);
@@ -220,89 +205,50 @@ const Row kRows[] = {
      },
      "kv-canary: expected_input_positions must have dtype torch.int64, got torch.float64"},
     // W10: ring, counters, chain-assert flag.
-    {"W10WriteIndexWrongLength",
-     [](auto& c, auto& a) {
-       a.context.violation_write_index = c.KeepOutput(Poisoned<int32_t>({4})).view();
-     },
-     "kv-canary: violation_write_index length must be 1, got 4"},
-    {"W10RingWithoutEightColumns",
-     [](auto& c, auto& a) {
-       a.context.violation_ring = c.state.ring.view({8, 16});
-     },
-     "kv-canary: violation_ring must have 8 columns, got shape (8, 16)"},
-    {"W10SlotRunCounterWrongDType",
-     [](auto& c, auto& a) {
-       a.context.slot_run_counter = c.KeepOutput(Poisoned<int32_t>({1})).view();
-     },
-     "kv-canary: slot_run_counter must have dtype torch.int64, got torch.int32"},
-    {"W10ChainAssertFlagWrongDType",
-     [](auto& c, auto& a) {
-       a.context.enable_chain_position_assert = c.Keep(HostTensor<int64_t>({1})).view();
-     },
-     "kv-canary: enable_chain_position_assert must have dtype torch.int32, got torch.int64"},
-    {"W10ChainAssertFlagWrongLength",
-     [](auto& c, auto& a) {
-       a.context.enable_chain_position_assert = c.Keep(HostTensor<int32_t>({4})).view({0});
-     },
-     "kv-canary: enable_chain_position_assert length must be 1, got 0"},
-    // W11, W12, G8, G9.
-    {"W11NegativeSourceCount", [](auto&, auto& a) { a.context.num_real_kv_sources = -1; },
-     "kv-canary: canary_write: num_sources must be in [0, 4], got -1"},
-    {"PairedContextIsValidatedBeforeAnythingIsWritten",
-     [](auto& c, auto& a) {
-       a.paired_context = c.paired.Context();
-       a.paired_context->num_real_kv_sources = -1;
-     },
-     "kv-canary: canary_write: num_sources must be in [0, 4], got -1"},
-    {"W12UnknownHashMode", [](auto&, auto& a) { a.context.real_kv_hash_mode = 3; },
-     "kv-canary: real_kv_hash_mode must be one of 0/1/2, got 3"},
-    {"W12RingOnAnotherDevice",
-     [](auto& c, auto& a) { a.context.violation_ring = OnCuda(c.state.ring); },
-     "kv-canary: violation_ring must be on canary_buf's device cpu, got cuda:0"},
+    Named("W10WriteIndexWrongLength", LengthRow<WriteCase>("", kCtx.write_index, 1, 4)),
+    Named("W10RingWithoutEightColumns",
+          ReplaceRow<WriteCase>("", kCtx.ring, Restrided<WriteCase>({8, 16}, {}),
+                                "kv-canary: violation_ring must have 8 columns, got shape (8, 16)")),
+    Named("W10SlotRunCounterWrongDType",
+          WrongDtypeRow<WriteCase>("", kCtx.slot_run_counter, i64, i32)),
+    Named("W10ChainAssertFlagWrongDType", WrongDtypeRow<WriteCase>("", kCtx.chain_assert, i32, i64)),
+    Named("W10ChainAssertFlagWrongLength", LengthRow<WriteCase>("", kCtx.chain_assert, 1, 0)),
+    // W12, G8 (W11, W12's hash mode: ContextScalarRows; G9: CudaWithoutBackendRows).
+    Named("W12RingOnAnotherDevice", OtherDeviceRow<WriteCase>("", kCtx.ring, "canary_buf")),
     {"W12SourceOnAnotherDevice",
      [](auto& c, auto& a) { a.context.real_kv_sources[0].tensor = OnCuda(c.kv); },
      "kv-canary: real_kv_sources[0].tensor must be on canary_buf's device cpu, got cuda:0"},
-    {"W12ChainAssertFlagOnAnotherDevice",
-     [](auto& c, auto& a) {
-       a.context.enable_chain_position_assert = OnCuda(c.state.chain_assert);
-     },
-     "kv-canary: enable_chain_position_assert must be on canary_buf's device cpu, got cuda:0"},
-    {"W12InputIdsOnAnotherDevice", [](auto& c, auto& a) { a.input_ids = OnCuda(c.input_ids); },
-     "kv-canary: input_ids must be on canary_buf's device cpu, got cuda:0"},
+    Named("W12ChainAssertFlagOnAnotherDevice",
+          OtherDeviceRow<WriteCase>("", kCtx.chain_assert, "canary_buf")),
+    Named("W12InputIdsOnAnotherDevice", OtherDeviceRow<WriteCase>("", kInputIds, "canary_buf")),
     {"W12ExpectedPositionsOnAnotherDevice",
      [](auto& c, auto& a) {
        c.EnableInputAssert(a);
        a.expected_input_positions = OnCuda(c.expected_positions);
      },
      "kv-canary: expected_input_positions must be on canary_buf's device cpu, got cuda:0"},
-    {"G8ReadOnlyCanaryBuf",
-     [](auto& c, auto& a) { a.context.canary_buf = c.state.canary.read_only_view(); },
-     "kv-canary: canary_buf must be writable"},
-    {"G8ReadOnlyWriteIndex",
-     [](auto& c, auto& a) {
-       a.context.violation_write_index = c.state.write_index.read_only_view();
-     },
-     "kv-canary: violation_write_index must be writable"},
-#if !defined(KVC_HAVE_CUDA)
-    {"G9CudaWithoutTheCudaBackend",
-     [](auto&, auto& a) {
-       LaunchContext& c = a.context;
-       WritePlanView& p = a.plan;
-       MoveToDevice(Device::CUDA(0),
-                    {&c.canary_buf, &c.violation_ring, &c.violation_write_index,
-                     &c.slot_run_counter, &c.kernel_run_counter, &c.enable_chain_position_assert,
-                     &c.real_kv_sources[0].tensor, &p.write_offsets, &p.write_seed_slot_indices,
-                     &p.write_num_valid_reqs, &a.input_ids, &a.positions, &a.out_cache_loc});
-     },
-     "kv-canary: canary_buf is on unsupported device cuda:0"},
-#endif
+    Named("G8ReadOnlyCanaryBuf", ReadOnlyRow<WriteCase>("", kCtx.canary_buf)),
+    Named("G8ReadOnlyWriteIndex", ReadOnlyRow<WriteCase>("", kCtx.write_index)),
 };
+
+// G9: every tensor of the call on `device`.
+void AllOnDevice(Device device, WriteArgs& a) {
+  LaunchContext& c = a.context;
+  WritePlanView& p = a.plan;
+  MoveToDevice(device, {&c.canary_buf, &c.violation_ring, &c.violation_write_index,
+                        &c.slot_run_counter, &c.kernel_run_counter, &c.enable_chain_position_assert,
+                        &c.real_kv_sources[0].tensor, &p.write_offsets, &p.write_seed_slot_indices,
+                        &p.write_num_valid_reqs, &a.input_ids, &a.positions, &a.out_cache_loc});
+}
+
+const std::vector<Row> kRows = KernelTable(kListedRows, "W11NegativeSourceCount",
+                                           "W12UnknownHashMode", "canary_write", AllOnDevice);
 
 KVC_REJECTION_TABLE(WriteRejects, WriteCase, kRows);
 
 TEST(WriteValidation, ValidBaselineWritesRecordsAndCounts) {
   WriteCase c;
-  Write(c.Args());
+  EXPECT_TRUE(AcceptedCallWrites(c));
   EXPECT_EQ(c.state.kernel_run_counter[0], 8);
   EXPECT_EQ(c.state.slot_run_counter[0], 103);
   EXPECT_EQ(c.state.record(4).token, 13);

@@ -7,3 +7,4 @@
 #include "kvcanary/hash.h"
 #include "kvcanary/ops.h"
 #include "kvcanary/tensor.h"
+#include "kvcanary/version.h"

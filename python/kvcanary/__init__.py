@@ -11,6 +11,7 @@ Submodules mirror SGLang's: ``kvcanary.consts``, ``kvcanary.verify``, ``kvcanary
 """
 
 from kvcanary import _kvcanary
+__version__ = _kvcanary.__version__  # the CMake project version (include/kvcanary/version.h)
 from kvcanary.consts import (
     CANARY_CHAIN_ANCHOR,
     CANARY_FIELD_POSITION,

@@ -16,6 +16,7 @@ using namespace kvcanary::python;
 
 PYBIND11_MODULE(_kvcanary, m) {
   m.doc() = "kvcanary's C++ ops over DLPack tensors; use the kvcanary package, not this module.";
+  m.attr("__version__") = KVCANARY_VERSION_STRING;  // include/kvcanary/version.h
   Error_Register(m);
 
   // Constants and enumeration values, from include/kvcanary/format.h.

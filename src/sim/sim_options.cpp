@@ -8,6 +8,7 @@
 #include <string>
 #include <utility>
 
+#include "kvcanary/checked.h"
 #include "kvcanary/runtime/device_memory.h"
 #include "sim/sim_flags.h"
 
@@ -179,12 +180,16 @@ void ValidateTiers(const SimOptions& o) {
     }
     // While a chunk is written, the window before its first token and the whole chunk are
     // resident at once; slot 0 is padding.
-    if (o.swa_num_slots <= o.swa_window + o.chunk_size) {
+    // Checked: a library caller's SimOptions need not have passed the flag table's bounds.
+    if (o.swa_num_slots <= CheckedAdd("--swa-window + --chunk", o.swa_window, o.chunk_size)) {
       Throw("--swa-slots ", o.swa_num_slots, " is too small: one request needs --swa-window ",
             o.swa_window, " + --chunk ", o.chunk_size, " slots plus the padding slot");
     }
     // Worst step: every running request holds its window, and a prefill batch adds its budget.
-    const int64_t worst = o.max_running_reqs * (o.swa_window + 1) + o.prefill_token_budget + 1;
+    const int64_t worst = CheckedAdd(
+        "the SWA slots of a worst step",
+        CheckedMul("--max-running x (--swa-window + 1)", o.max_running_reqs, o.swa_window + 1),
+        o.prefill_token_budget, 1);
     if (o.swa_num_slots < worst) {
       Throw("--swa-slots ", o.swa_num_slots, " is too small for --max-running ",
             o.max_running_reqs, " windows of ", o.swa_window, " plus a prefill budget of ",

@@ -1,5 +1,7 @@
 // FusedVerify's argument boundary: the launch contexts, the batch inputs and stage 1's outputs,
 // all fuzzed (a count or scratch that stage 1 would not write must still be memory-safe).
+#include <limits>
+
 #include "kvcanary/fused_verify.h"
 #include "tests/fuzz/fuzz_args.h"
 
@@ -16,8 +18,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       arena.Tensor(kvcanary::DType::kInt64, {bs + 1 + kvc_fuzz::ConsumeSize(in, 2)});
   args.verify_num_valid = arena.Tensor(kvcanary::DType::kInt32, {1});
   args.verify_enable = arena.Tensor(kvcanary::DType::kInt32, {1});
+  // The capacity bounds the work and nothing else does (no entry array), so an accepted one stays
+  // small; the others are ones the op must refuse.
+  constexpr int64_t kRefused[] = {-1, int64_t{1} << 31, std::numeric_limits<int64_t>::max()};
   args.verify_capacity =
-      in.ConsumeBool() ? kvc_fuzz::ConsumeValue(in) : kvc_fuzz::ConsumeSize(in, 24);
+      in.ConsumeBool() ? kRefused[kvc_fuzz::ConsumeSize(in, 2)] : kvc_fuzz::ConsumeSize(in, 24);
   kvc_fuzz::CallOp(arena, [&] { kvcanary::FusedVerify(args); });
   return 0;
 }

@@ -24,9 +24,8 @@ void Override(FuzzedDataProvider& in, SimOptions& options) {
   switch (in.ConsumeIntegralInRange<int>(0, 3)) {
     case 0:
       options.*kIntFields[in.ConsumeIntegralInRange<size_t>(0, std::size(kIntFields) - 1)] =
-          // Within +-2^31 for now: ValidateOptions multiplies sizes without an overflow check;
-          // widen to the full int64 range once it checks.
-          in.ConsumeIntegralInRange<int64_t>(-(int64_t{1} << 31), int64_t{1} << 31);
+          // The whole int64 range: ValidateOptions bounds every flag first and checks its sums.
+          in.ConsumeIntegral<int64_t>();
       break;
     case 1:
       options.*kStringFields[in.ConsumeIntegralInRange<size_t>(0, std::size(kStringFields) - 1)] =
