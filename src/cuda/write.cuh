@@ -48,7 +48,7 @@ __device__ inline ChunkToken LoadChunkToken(const WriteParams& p, int64_t i, int
   return t;
 }
 
-// The asserts of one lane's token (spec order: input assert, then chain-position assert).
+// The asserts of one lane's token (SGLang's order: input assert, then chain-position assert).
 // `before` is the position of the chain's previous written token; `stored_chain` the token's
 // prev_hash.
 __device__ inline void CheckTokenAsserts(const WriteParams& half, const ChunkToken& t,

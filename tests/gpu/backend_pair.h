@@ -87,7 +87,7 @@ struct BackendStep {
     return context;
   }
 
-  // req_to_token as the plan sees it: the whole tensor, or its first columns (spec D10).
+  // req_to_token as the plan sees it: the whole tensor, or its first columns (a row view).
   TensorView TableView() const {
     if (inputs.req_to_token_width == 0) return req_to_token.view();
     const int64_t pitch = inputs.req_to_token.shape()[1];
