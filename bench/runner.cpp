@@ -101,7 +101,7 @@ BenchResults RunSuite(BenchDevice& device, const Suite& suite, const RunOptions&
   results.warmup = kWarmupReps;
 
   // The ceiling first, while the pool is not allocated yet (the copy needs 2 GiB of its own), and
-  // with the spec's minimum of 20 repetitions whatever --reps says: each copies a gigabyte.
+  // with a minimum of 20 repetitions whatever --reps says: each copies a gigabyte.
   const int ceiling_reps = std::min(results.reps, kCeilingReps);
   progress("ceiling: " + std::to_string(ceiling_reps) + " x 1 GiB copy");
   results.ceiling = device.MeasureCeiling(ceiling_reps);

@@ -1,4 +1,4 @@
-// `kvcanary bench`: converts the arguments, runs the suite, prints the table (spec/bench.md).
+// `kvcanary bench`: converts the arguments, runs the suite, prints the table.
 #include <unistd.h>
 
 #include <cstdio>

@@ -26,7 +26,7 @@ struct Command {
 // `kvcanary bench [--device cpu|cuda] [--suite quick|standard] [--json PATH] [--reps N]`.
 Command AddBenchCommand(CLI::App& app);
 
-// `kvcanary sim [--scenario NAME] [flags overriding the preset]` (spec/sim.md).
+// `kvcanary sim [--scenario NAME] [flags overriding the preset]`.
 Command AddSimCommand(CLI::App& app);
 
 }  // namespace kvcanary::cli

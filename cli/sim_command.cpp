@@ -1,5 +1,5 @@
 // `kvcanary sim`: builds the options of each scenario (its preset, then the flags given), runs it,
-// prints the report (spec/sim.md).
+// prints the report.
 #include <exception>
 #include <functional>
 #include <iostream>

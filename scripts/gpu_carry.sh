@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Copies what the GPU machine lacks into .carry/ (git-ignored): Debian's GoogleTest sources and the
-# header-only CLI11 and nlohmann-json. Run here after scripts/setup.sh; the device call names
-# .carry in its carry list.
+# header-only CLI11 and nlohmann-json. Run on a Debian machine after scripts/setup.sh, then copy the
+# repository with .carry/ to a GPU machine that lacks those packages: scripts/gpu_run.sh uses it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rm -rf .carry && mkdir -p .carry/include

@@ -1,19 +1,19 @@
 #!/usr/bin/env bash
-# The whole GPU run, in one command on a machine with an NVIDIA GPU (the H200 of the device tool):
-# build with the CUDA backend, run the op suite (the published vectors on both backends), the GPU
-# suite (differential tests, graph replay), the runtime suite (its CUDA tests: the step protocol on CUDA tensors and graph replay of
-# phases 2-3) and the simulator's unit tests, compute-sanitizer memcheck and racecheck, the CUDA
-# bench, and the simulator's default and offload scenarios on cuda and cpu, compared. Logs go to
-# OUT_DIR.
+# The whole GPU run, in one command on a machine with an NVIDIA GPU: build with the CUDA backend,
+# run the op suite (the published vectors on both backends), the GPU suite (differential tests,
+# graph replay), the runtime suite (its CUDA tests: the step protocol on CUDA tensors and graph
+# replay) and the simulator's unit tests, compute-sanitizer memcheck and racecheck, the CUDA bench,
+# and the simulator's default, swa and offload scenarios on cuda and cpu, compared. Logs go to
+# OUT_DIR; docs/gpu.md describes every step.
 #
 #   bash scripts/gpu_run.sh [OUT_DIR]        (default: $OUT, else /tmp/kvcanary-gpu)
-#   GPU_RUN_PACK=1 bash scripts/gpu_run.sh "$OUT"   (logs and JSON packed into OUT_DIR/gpu_run.tar.gz,
-#                                                  for a transfer that takes few files)
-#   GPU_RUN_SKIP="bench racecheck" ...           (steps to skip, by name, when device time is short)
+#   GPU_RUN_PACK=1 bash scripts/gpu_run.sh DIR   (logs and JSON packed into DIR/gpu_run.tar.gz)
+#   GPU_RUN_SKIP="bench racecheck" ...           (steps to skip, by name)
 #   GPU_RUN_SCENARIOS="default swa" ...          (simulator scenarios; default: default swa offload)
 #
-# The GPU machine has no GoogleTest, CLI11 or nlohmann-json packages: `bash scripts/gpu_carry.sh`
-# copies Debian's sources/headers into .carry/ (git-ignored) here, and the device call carries it.
+# GoogleTest, CLI11 and nlohmann-json come from the system, or from .carry/ when it exists: on a
+# machine without those packages, `bash scripts/gpu_carry.sh` on a Debian machine copies them
+# into .carry/ (git-ignored), to copy along with the repository.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${1:-${OUT:-/tmp/kvcanary-gpu}}
@@ -65,9 +65,14 @@ python_args=()
 if pybind11_dir=$(python3 -m pybind11 --cmakedir 2>/dev/null); then
   python_args=(-DPython3_EXECUTABLE="$(command -v python3)" -Dpybind11_DIR="$pybind11_dir")
 fi
+# Copies of GoogleTest, CLI11 and nlohmann-json, when scripts/gpu_carry.sh made them.
+carry_args=()
+if [[ -d .carry ]]; then
+  carry_args=(-DKVC_GTEST_SOURCE_DIR="$PWD/.carry/googletest"
+              -DKVC_THIRD_PARTY_INCLUDE="$PWD/.carry/include")
+fi
 step configure cmake -S . -B build/gpu -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-  -DKVCANARY_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 "${python_args[@]}" \
-  -DKVC_GTEST_SOURCE_DIR="$PWD/.carry/googletest" -DKVC_THIRD_PARTY_INCLUDE="$PWD/.carry/include"
+  -DKVCANARY_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 "${python_args[@]}" "${carry_args[@]}"
 step build cmake --build build/gpu -j "$(nproc)"
 step cpu_tests ./build/gpu/tests/kvcanary_tests --gtest_brief=1
 step gpu_tests ./build/gpu/tests/gpu/kvcanary_gpu_tests

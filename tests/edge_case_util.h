@@ -1,5 +1,5 @@
 // Shared builders of the edge-case tests (test_edge_cases*.cpp): the smallest plan, verify and
-// write inputs that show one rule of spec/kernels.md §12 or one deviation of §13.
+// write inputs that show one edge-case rule or one deviation from SGLang.
 #pragma once
 
 #include <gtest/gtest.h>

@@ -163,8 +163,8 @@ class EngineSim {
   // The bits the corrupted slot's own entry reports.
   int64_t OwnBits(Corruption corruption, bool check_token) const;
 
-  // A verify row reports the stored token, position and prev_hash of its slot (spec §5).
-  // Every column of a verify row (spec §5, §8): the stored record's fields, the plan's token (-1
+  // A verify row reports the stored token, position and prev_hash of its slot.
+  // Every column of a verify row: the stored record's fields, the plan's token (-1
   // with the check off) and the prev_hash the chain expects; only `corrupted_slot` differs from
   // the model.
   void ExpectRowColumns(const std::vector<ViolationRow>& rows, bool check_token,

@@ -1,7 +1,7 @@
 // Shared code of the property tests (test_properties_*.cpp, test_fused_verify.cpp): the real-KV
 // and slot-hash oracles, the KV sources and canary-state helpers built on them, and, through
 // property_plan_oracle.h, seeded randomness, the plan oracle and the runner of the plan ops. The
-// oracles are written from the spec's pseudo-code, never by calling library internals.
+// oracles are written from SGLang's kv-canary pseudo-code, never by calling library internals.
 #pragma once
 
 #include <cstdint>
@@ -15,7 +15,7 @@
 namespace kvcanary::testing {
 
 // ---------------------------------------------------------------------------------------------
-// Real-KV oracle (spec §4.3).
+// Real-KV oracle.
 
 struct KvSource {
   HostTensor<uint8_t> bytes;  // [rows, dim1_bytes]
@@ -87,12 +87,12 @@ inline LaunchContext ContextWith(const CanaryState& state, const std::vector<KvS
 
 inline RealKvHashMode ModeOf(int64_t i) { return static_cast<RealKvHashMode>(i % 3); }
 
-// A canary slot stride of 32..48 bytes (spec §3: >= 32, not necessarily a multiple of 8).
+// A canary slot stride of 32..48 bytes (docs/format.md: >= 32, not necessarily a multiple of 8).
 inline int64_t RandomStride(uint64_t seed) {
   return kCanarySlotBytes + static_cast<int64_t>(seed % 17);
 }
 
-// Bytes [32, stride) of every slot, which no op may write (spec §3).
+// Bytes [32, stride) of every slot, which no op may write.
 inline std::vector<uint8_t> SlotTails(const CanaryState& state) {
   const int64_t stride = state.canary.shape()[1];
   std::vector<uint8_t> tails;
@@ -112,7 +112,7 @@ inline void FillSlotTails(Rng& rng, CanaryState& state) {
   }
 }
 
-// slot_hash of a stored record (spec §4.2), through the chain step.
+// slot_hash of a stored record, through the chain step.
 inline uint64_t OracleSlotHash(const Record& record) {
   return ChainStep(ToUnsigned(record.prev_hash), record.token, record.position);
 }

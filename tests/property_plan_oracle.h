@@ -1,6 +1,6 @@
 // Seeded randomness and the plan side of the property tests' oracles: the plan oracle, the runner
 // of the plan ops (PlanCall), plan buffers at their sentinels and the check of a plan against the
-// oracle. Written from the spec's pseudo-code, never by calling library internals. The tests
+// oracle. Written from SGLang's pseudo-code, never by calling library internals. The tests
 // include it through property_oracle.h.
 #pragma once
 
@@ -50,7 +50,7 @@ class Rng {
 };
 
 // ---------------------------------------------------------------------------------------------
-// Plan oracle (spec §7.2, §7.3).
+// Plan oracle, written from SGLang's plan pseudo-code.
 
 struct Entry {
   int64_t slot = 0;
@@ -153,7 +153,7 @@ class PlanCall {
     }
   }
 
-  // launch_canary_plan_kernels (spec §7.2).
+  // launch_canary_plan_kernels.
   void Fused(const PlanBuffers& out, bool with_scratch) const {
     HostTensor<int64_t> scratch({in_.bs() + 1}, kSentinel);
     PlanArgs args = ArgsOf(out.verify(), out, out.slots.shape()[0]);
@@ -177,8 +177,7 @@ class PlanCall {
                            .verify_capacity = verify_capacity};
   }
 
-  // launch_plan_offsets_kernel then launch_plan_entries_kernel, after zeroing write_offsets
-  // (spec §7.4).
+  // launch_plan_offsets_kernel then launch_plan_entries_kernel, after zeroing write_offsets.
   void Staged(PlanBuffers& out) const {
     std::fill(out.offsets.values().begin(), out.offsets.values().end(), 0);
     HostTensor<int64_t> scratch({std::max(kPlanOffsetsScratchMinLength, in_.bs() + 1)}, kSentinel);
@@ -263,7 +262,7 @@ inline std::vector<int64_t> Range(const HostTensor<int64_t>& t, int64_t begin, i
   return std::vector<int64_t>(t.values().begin() + begin, t.values().begin() + end);
 }
 
-// Asserts every output of spec §7.2 for `in` in buffers that held the sentinel before the call.
+// Asserts every output of the plan for `in` in buffers that held the sentinel before the call.
 inline void ExpectPlanMatchesOracle(const PlanInputs& in, const PlanBuffers& out) {
   const ExpectedPlan want = OraclePlan(in);
   const int64_t bs = in.bs();

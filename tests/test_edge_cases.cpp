@@ -1,4 +1,4 @@
-// Edge cases of spec/kernels.md §12 (items 1-8).
+// Edge cases of SGLang's kernels (eight rules, one test or more each).
 // Each test builds the smallest input that shows the rule, with values chosen so that the other
 // plausible behaviour gives a different answer.
 #include <gtest/gtest.h>
@@ -17,7 +17,7 @@ namespace kvcanary::testing {
 namespace {
 
 // ---------------------------------------------------------------------------------------------
-// §12 edge cases.
+// Edge cases.
 
 TEST(EdgeCases, PaddingRowsPlanNothingWriteNothingButCountAsWriteRows) {
   PlanCase c;

@@ -1,5 +1,5 @@
-// The deliberate deviations of spec/kernels.md §13 that the CPU backend makes observable (D1-D4,
-// D6, D7).
+// kvcanary's deliberate deviations from SGLang's kernels that the CPU backend makes observable
+// (D1-D4, D6, D7; each test's name says what it shows).
 // Each test builds the smallest input that shows the rule, with values chosen so that the other
 // plausible behaviour gives a different answer.
 #include <gtest/gtest.h>
@@ -19,7 +19,7 @@ namespace kvcanary::testing {
 namespace {
 
 // ---------------------------------------------------------------------------------------------
-// §13 deviations.
+// Deviations from SGLang.
 
 TEST(EdgeCases, D1NonPositiveVerifySlotsAreSkippedButCounted) {
   CanaryState state(8);
@@ -61,7 +61,8 @@ TEST(EdgeCases, D2NegativeAndOversizedDeviceCountsClampToTheCapacity) {
 }
 
 TEST(EdgeCases, D3LutIndicesPastTheEndClampToTheLastEntryAndNeverRaise) {
-  // Spec §17 L3: width 256, row 1 holds slots 256 + pos; LUT [1000..1257] (length 258).
+  // Plan hand case L3 (docs/format.md): width 256, row 1 holds slots 256 + pos; LUT
+  // [1000..1257] (length 258).
   PlanCase c;
   c.req_to_token = HostTensor<int32_t>({2, 256});
   for (int64_t pos = 0; pos < 256; ++pos) {
@@ -84,7 +85,7 @@ TEST(EdgeCases, D3LutIndicesPastTheEndClampToTheLastEntryAndNeverRaise) {
 }
 
 TEST(EdgeCases, D4SeedAndVerifyPositionsPastTheRowWidthClampToTheLastColumn) {
-  // Spec §17 L4: req_to_token[1] = [10, 11, 12, 13], prefix 6.
+  // Plan hand case L4 (docs/format.md): req_to_token[1] = [10, 11, 12, 13], prefix 6.
   PlanCase c;
   c.req_to_token = HostTensor<int32_t>({2, 4});
   for (int64_t col = 0; col < 4; ++col) c.req_to_token.at(1, col) = static_cast<int32_t>(10 + col);
@@ -169,8 +170,8 @@ TEST(EdgeCases, D7RealKvRowOutsideTheSourceHashesZeroForThatSource) {
   ByteSource narrow(2);  // rows for slots 0 and 1: slot 2 is the first one past its end
   for (int64_t b = 0; b < 16; ++b) wide.bytes.at(2, b) = static_cast<uint8_t>(b);  // 00 .. 0F
   const std::vector<RealKvSource> sources = {wide.Source(), narrow.Source()};
-  // Spec §17: one source over 00..0F fingerprints to 0xd6d75024dfd6c30c; the narrow source then
-  // folds in 0 for slot 2, and slot 4 lies just past the end of both.
+  // Published real-KV vector: one source over 00..0F fingerprints to 0xd6d75024dfd6c30c; the
+  // narrow source then folds in 0 for slot 2, and slot 4 lies just past the end of both.
   const uint64_t slot2 = Splitmix64(0xd6d75024dfd6c30cull);
   EXPECT_EQ(RealKvHash(sources.data(), 2, 2, 2), slot2);
   EXPECT_EQ(RealKvHash(sources.data() + 1, 1, 2, 2), 0u);

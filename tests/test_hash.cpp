@@ -1,4 +1,4 @@
-// The hash test vectors of spec/kernels.md §17.
+// The hash test vectors of docs/format.md.
 #include "kvcanary/hash.h"
 
 #include <gtest/gtest.h>

@@ -1,6 +1,5 @@
-// Property tests of a small engine running Plan + Verify + Write every step (spec/kernels.md
-// §4-§10):
-// seeded random valid inputs checked against small oracles written from the spec's pseudo-code
+// Property tests of a small engine running Plan + Verify + Write every step:
+// seeded random valid inputs checked against small oracles written from SGLang's pseudo-code
 // (tests/property_oracle.h), never by calling library internals. Every case traces its seed, so a
 // failure names the std::mt19937_64 seed that replays it. The engine, EngineSim, is in
 // engine_sim.h.

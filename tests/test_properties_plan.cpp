@@ -1,5 +1,5 @@
-// Property tests of the plan ops, SWA translation and scatter (spec/kernels.md §7, §10):
-// seeded random valid inputs checked against small oracles written from the spec's pseudo-code
+// Property tests of the plan ops, SWA translation and scatter:
+// seeded random valid inputs checked against small oracles written from SGLang's pseudo-code
 // (tests/property_oracle.h), never by calling library internals. Every case traces its seed, so a
 // failure names the std::mt19937_64 seed that replays it.
 #include <gtest/gtest.h>
@@ -107,7 +107,7 @@ TEST(PropertyPlan, OffsetsThenEntriesEqualsTheFusedPlan) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// SWA translation (spec §7.3) and scatter (spec §10).
+// SWA translation and scatter.
 
 TEST(PropertySwaTranslate, EqualsTheOracleOutOfPlaceAndInPlace) {
   for (uint64_t seed = 1; seed <= 120; ++seed) {

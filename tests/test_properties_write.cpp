@@ -1,5 +1,5 @@
-// Property tests of Write on arbitrary rows, seeds and skipped tokens (spec/kernels.md §9):
-// seeded random valid inputs checked against small oracles written from the spec's pseudo-code
+// Property tests of Write on arbitrary rows, seeds and skipped tokens:
+// seeded random valid inputs checked against small oracles written from SGLang's pseudo-code
 // (tests/property_oracle.h), never by calling library internals. Every case traces its seed, so a
 // failure names the std::mt19937_64 seed that replays it.
 #include <gtest/gtest.h>
@@ -20,7 +20,7 @@ namespace kvcanary::testing {
 namespace {
 
 // ---------------------------------------------------------------------------------------------
-// Write oracle on arbitrary rows, seeds and skipped tokens (spec §9).
+// Write oracle on arbitrary rows, seeds and skipped tokens.
 
 TEST(PropertyWrite, StoresEveryNonSkippedTokenAndSkipsNegativeSlots) {
   constexpr int64_t kSlots = 96;

@@ -70,7 +70,7 @@ inline constexpr int kRealKvSourceFieldReadBytes = 2;
 // Real-KV bytes are folded in 16-byte blocks; PARTIAL mode folds exactly one block per source.
 inline constexpr int64_t kRealKvBlockBytes = 16;
 
-// Batch-size limit of PlanOffsets only (spec D6: the fused Plan has no such limit).
+// Batch-size limit of PlanOffsets only (kvcanary's deviation D6: the fused Plan has no such limit).
 inline constexpr int64_t kPlanBsBlockSize = 4096;
 // PlanOffsets requires a scratch of at least kPlanBsBlockSize + 1 entries (O14).
 inline constexpr int64_t kPlanOffsetsScratchMinLength = kPlanBsBlockSize + 1;

@@ -46,7 +46,7 @@ struct PlanInputs {
   // FusedVerify do not read it (absent is fine, a given one is checked).
   TensorView extend_seq_lens;
   // [rows, width] int32 full-pool slot per (row, position). The C++ API accepts any view with
-  // unit inner stride and row stride >= width (a slice of a wider table; spec D10).
+  // unit inner stride and row stride >= width (a slice of a wider table; docs/validation.md).
   TensorView req_to_token;
   // An engine that keeps the table as pointer + pitch passes its pitch here; it must equal
   // req_to_token.stride(0) (O18), which catches a hard-coded pitch after the table became a view.

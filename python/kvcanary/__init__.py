@@ -1,7 +1,7 @@
 """kvcanary: KV-cache corruption detection, with SGLang's kernel-layer launchers.
 
 ``import kvcanary`` in place of ``sglang.kernels.ops.kv_canary``: the same launchers, keyword
-arguments, plan and context classes, enums and ``ValueError`` messages (spec/kernels.md §14), run
+arguments, plan and context classes, enums and ``ValueError`` messages, run
 by kvcanary's C++ library. Tensors are any DLPack objects (torch CPU/CUDA tensors, numpy
 arrays); CPU tensors run the CPU backend, CUDA tensors the CUDA backend on their device and on
 torch's current stream unless ``stream=`` says otherwise. Launchers never synchronise.

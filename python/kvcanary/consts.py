@@ -1,4 +1,4 @@
-"""Constants, enumerations and hashes of the canary format (spec/kernels.md §2, §4.1).
+"""Constants, enumerations and hashes of the canary format.
 
 Mirrors ``sglang.kernels.ops.kv_canary.consts``. Every value is read from the C++ extension (whose
 single source is ``include/kvcanary/format.h``); none is retyped here.
@@ -112,7 +112,7 @@ CanaryLaunchTag.__doc__ = (
 
 
 def splitmix64(x: int) -> int:
-    """splitmix64 of ``x`` (spec §4.1) as an unsigned 64-bit int; negative ``x`` is read as its
+    """splitmix64 of ``x`` as an unsigned 64-bit int; negative ``x`` is read as its
     two's-complement bit pattern; ``x`` outside ``[-2**63, 2**64)`` raises ``ValueError``.
     ``splitmix64(0) == 0``."""
     return _C.splitmix64(x)

@@ -1,4 +1,4 @@
-"""The frozen violation message of spec/runtime.md §6.3.
+"""The frozen violation message of SGLang's kv-canary reporter.
 
 ``format_violation`` renders one violation row as the log block SGLang's reporter prints; tooling
 parses its first line with ``launch_tag=(\\S+) fail_reason=(\\S+)``. Tag names and fail-reason

@@ -1,4 +1,4 @@
-"""The scatter operation (spec/kernels.md §10): fills the source-of-truth token pool that the
+"""The scatter operation: fills the source-of-truth token pool that the
 plan's expected-token gather reads. Mirrors ``sglang.kernels.ops.kv_canary.scatter_req_token_ids``.
 """
 

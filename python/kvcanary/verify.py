@@ -1,4 +1,4 @@
-"""The verify operation and the launch context (spec/kernels.md §4.3, §5, §6, §8).
+"""The verify operation and the launch context.
 
 Mirrors ``sglang.kernels.ops.kv_canary.verify``: ``RealKvSource``, ``VerifyOrWriteContext``,
 ``VerifyPlan``, ``CanaryLaunchTag`` and ``launch_canary_verify_kernel`` with SGLang's names and
@@ -28,7 +28,7 @@ __all__ = [
 
 @dataclass(frozen=True, slots=True)
 class RealKvSource:
-    """A live view of one KV tensor whose bytes a record fingerprints (spec §4.3).
+    """A live view of one KV tensor whose bytes a record fingerprints.
 
     The tensor is read as a byte matrix ``[rows, shape[1] * itemsize]``; for slot ``s`` the strip
     starts at byte ``(s % page_size) * num_bytes_per_token`` of row ``s // page_size`` (row address
@@ -36,7 +36,7 @@ class RealKvSource:
     folds its first 16 bytes, ``ALL`` mode ``read_bytes`` of them. Bytes of a row past
     ``page_size * num_bytes_per_token`` are ignored. Never a copy: the fingerprint reads KV memory.
 
-    Construction checks R1-R7 of spec §11 (page size >= 1; ``num_bytes_per_token`` and
+    Construction checks the source (page size >= 1; ``num_bytes_per_token`` and
     ``read_bytes`` positive multiples of 16 with ``read_bytes <= num_bytes_per_token``; tensor at
     least 2-D with a 16-byte multiple row stride, rows wide enough for ``page_size`` strips, data
     16-byte aligned) and raises ``ValueError`` with SGLang's text.
@@ -55,7 +55,7 @@ class RealKvSource:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class VerifyOrWriteContext:
-    """What a verify or write launch needs besides its plan (spec §5).
+    """What a verify or write launch needs besides its plan.
 
     Fields:
         canary_buf: uint8 ``[num_slots, slot_stride_bytes >= 32]`` records, contiguous.
@@ -83,7 +83,7 @@ class VerifyOrWriteContext:
 
 @dataclass(frozen=True, slots=True)
 class VerifyPlan:
-    """The flat list of records one verify launch checks (spec §6). Capacity ``C``.
+    """The flat list of records one verify launch checks. Capacity ``C``.
 
     Fields:
         verify_slot_indices: int64 ``[C]``, canary slot per entry (already SWA-translated).
@@ -144,7 +144,7 @@ launch_canary_verify_kernel = define_launcher(
     context:VerifyOrWriteContext plan:VerifyPlan check_verify_expected_token=False
     paired_context:VerifyOrWriteContext=None""",
     doc="""\
-    Re-checks the records a forward's attention reads (spec §8). Read-only on ``canary_buf``.
+    Re-checks the records a forward's attention reads. Read-only on ``canary_buf``.
 
     Semantics (``N`` = slots, ``C`` = plan capacity)::
 
@@ -175,7 +175,7 @@ launch_canary_verify_kernel = define_launcher(
 
 
 def compute_slot_hash(canary_buf: Any, slot_idx: int) -> int:
-    """``slot_hash`` of spec §4.2 as a u64, read now from a CPU buffer: the head hash
+    """``slot_hash`` (docs/format.md) as a u64, read now from a CPU buffer: the head hash
     ``splitmix64(CANARY_CHAIN_ANCHOR)`` for ``slot_idx < 0``, else
     ``splitmix64_mix3(prev_hash, token, position)`` of the record. ``canary_buf`` is uint8
     ``[N, stride]`` or its int64 view ``[N, stride / 8]``."""
@@ -187,7 +187,7 @@ def real_kv_hash(
     slot_idx: int,
     real_kv_hash_mode: Union[RealKvHashMode, int],
 ) -> int:
-    """The real-KV fingerprint of ``slot_idx`` (spec §4.3) as a u64, reading CPU sources now
+    """The real-KV fingerprint of ``slot_idx`` as a u64, reading CPU sources now
     (not for graph capture)::
 
         0 if mode == NONE or no sources, else:

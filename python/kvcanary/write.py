@@ -1,4 +1,4 @@
-"""The write operation and its plan (spec/kernels.md §6, §9).
+"""The write operation and its plan.
 
 Mirrors ``sglang.kernels.ops.kv_canary.write``: ``WritePlan`` and ``launch_canary_write_kernel``.
 """
@@ -17,7 +17,7 @@ __all__ = ["WritePlan", "launch_canary_write_kernel"]
 
 @dataclass(frozen=True, slots=True)
 class WritePlan:
-    """Per-row write ranges and chain seeds of one write launch (spec §6). Capacity ``R``.
+    """Per-row write ranges and chain seeds of one write launch. Capacity ``R``.
 
     Fields:
         write_offsets: int64 ``[R + 1]``, exclusive prefix sum of per-row write counts; row ``r``
@@ -67,7 +67,7 @@ launch_canary_write_kernel = define_launcher(
     enable_write_input_assert=False expected_input_tokens=None expected_input_positions=None
     paired_context:VerifyOrWriteContext=None""",
     doc="""\
-    Stores the record of every token a forward writes (spec §9).
+    Stores the record of every token a forward writes.
 
     ``input_ids``, ``positions`` and ``out_cache_loc`` are the forward's int64 ``[num_tokens]``
     tensors (``out_cache_loc`` already SWA-translated; a negative slot skips the token). The

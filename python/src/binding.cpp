@@ -19,7 +19,7 @@ PYBIND11_MODULE(_kvcanary, m) {
   m.attr("__version__") = KVCANARY_VERSION_STRING;  // include/kvcanary/version.h
   Error_Register(m);
 
-  // Constants and enumeration values (spec/kernels.md §2), from include/kvcanary/format.h.
+  // Constants and enumeration values, from include/kvcanary/format.h.
   m.attr("CANARY_CHAIN_ANCHOR") = py::int_(kCanaryChainAnchor);
   m.attr("REQ_POOL_IDX_PADDING") = kReqPoolIdxPadding;
   m.attr("TOKEN_TO_KV_SLOT_PADDING") = kTokenToKvSlotPadding;
@@ -63,7 +63,7 @@ PYBIND11_MODULE(_kvcanary, m) {
       false;
 #endif
 
-  // Names (None outside the known set) and hashes (spec §4), on unsigned 64-bit values.
+  // Names (None outside the known set) and hashes, on unsigned 64-bit values.
   m.def("launch_tag_name", &LaunchTagName, py::arg("tag"));
   m.def("fail_reason_label", &FailReasonLabel, py::arg("bit"));
   // Hash inputs are ints in [-2**63, 2**64), negative ones read as two's complement.

@@ -35,15 +35,16 @@ LaunchContext VerifyOrWriteContext_ToStruct(pybind11::handle context, ImportScop
 std::optional<LaunchContext> PairedContext_ToStruct(pybind11::handle paired, ImportScope& scope,
                                                     bool with_chain_assert);
 
-// RealKvSource construction checks R1-R7 (spec §11); throws the first failure.
+// RealKvSource construction checks the source's page size, widths, rank, row stride and
+// alignment; throws the first failure.
 void RealKvSource_Validate(pybind11::handle tensor, pybind11::handle page_size,
                            pybind11::handle num_bytes_per_token, pybind11::handle read_bytes);
 
-// real_kv_hash(real_kv_sources, slot_idx, real_kv_hash_mode) of spec §4.3, read now (CPU only).
+// real_kv_hash(real_kv_sources, slot_idx, real_kv_hash_mode), read now (CPU only).
 uint64_t RealKvSource_Hash(pybind11::handle real_kv_sources, pybind11::handle slot_idx,
                            pybind11::handle real_kv_hash_mode);
 
-// compute_slot_hash(canary_buf, slot_idx) of spec §4.2 (CPU only); canary_buf is uint8 [N, stride]
+// compute_slot_hash(canary_buf, slot_idx) (CPU only); canary_buf is uint8 [N, stride]
 // or its int64 view [N, stride / 8].
 uint64_t CanaryBuf_SlotHash(pybind11::handle canary_buf, pybind11::handle slot_idx);
 

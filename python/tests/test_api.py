@@ -1,4 +1,4 @@
-"""The shape of the Python API (spec/kernels.md §14): SGLang's submodules and names, keyword-only
+"""The shape of the Python API: SGLang's submodules and names, keyword-only
 launchers, frozen dataclasses, plan allocation, stream choice, docstrings."""
 
 import dataclasses

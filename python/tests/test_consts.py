@@ -1,5 +1,5 @@
-"""Const-sync and hash pins: the Python names of spec/kernels.md §2 against the spec's values and
-the C++ exports, and the splitmix64 vectors of §17."""
+"""Const-sync and hash pins: the Python names of the canary format against SGLang's values and
+the C++ exports, and the splitmix64 vectors of docs/format.md."""
 
 import enum
 
@@ -9,7 +9,8 @@ import kvcanary
 from kvcanary import _kvcanary as _C
 from kvcanary import consts
 
-# spec/kernels.md §2, written out once here so a drift in format.h or the binding fails a test.
+# SGLang's constant values, written out once here so a drift in format.h or the binding fails a
+# test.
 SPEC_CONSTANTS = {
     "CANARY_CHAIN_ANCHOR": 0xC0FFEE1234567890,
     "REQ_POOL_IDX_PADDING": 0,

@@ -1,4 +1,4 @@
-"""format_violation against the reporter vectors of spec/runtime.md §18, byte for byte."""
+"""format_violation against SGLang's reporter vectors, byte for byte."""
 
 import numpy as np
 import pytest

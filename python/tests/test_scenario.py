@@ -2,7 +2,7 @@
 padding row, the expected-token pool is kept by scatter, then one KV strip and one canary record
 are corrupted and the next step's verify reports exactly the expected rows.
 
-The expected hashes come from an independent pure-Python splitmix64 (spec §4.1), not from the
+The expected hashes come from an independent pure-Python splitmix64, not from the
 library."""
 
 import numpy as np
@@ -101,7 +101,7 @@ class Engine:
                                              check_verify_expected_token=True)
 
     def expected_prev_hashes(self, rp):
-        """The chain of spec §4.2 over the request's tokens: what each record stores."""
+        """The slot-hash chain over the request's tokens: what each record stores."""
         running, out = HEAD, []
         for position, token in enumerate(self.tokens[rp]):
             out.append(running)

@@ -1,4 +1,4 @@
-"""The published vectors of spec/kernels.md §17 through the Python launchers, on every backend:
+"""The published vectors (docs/format.md) through the Python launchers, on every backend:
 the [11, 22, 33, 44, 55] chain, the decode step, verify after corruption, the write asserts,
 real-KV fingerprints, and the plan hand cases H1-H6 and L1-L5."""
 
@@ -16,7 +16,7 @@ RUNNING_AFTER_4 = -5875451248450912187  # 0xae76343810f54045
 
 
 class ChainWorld:
-    """8 slots, req_to_token[1] = [1..7, 0]; one request at row 1 (spec §17)."""
+    """8 slots, req_to_token[1] = [1..7, 0]; one request at row 1."""
 
     def __init__(self, xp):
         self.xp = xp
@@ -131,7 +131,7 @@ def test_write_asserts_record_input_then_chain_rows(xp):
     assert world.state.record(7) == [77, 7, RUNNING_AFTER_4, 0]
 
 
-# Real-KV fingerprints (spec §17), through the host helper ---------------------------------------
+# Real-KV fingerprints, through the host helper ---------------------------------------
 
 def _bytes(xp, rows, cols, first=0):
     return xp.array(((np.arange(rows * cols) + first) % 256).reshape(rows, cols), "uint8")
@@ -214,7 +214,7 @@ def test_write_stores_the_fingerprint_and_verify_rechecks_it(xp):
     assert rows[0][:3] == [TAIL, 1, 0] and rows[0][7] == 4
 
 
-# Plan hand cases (spec §17) ---------------------------------------------------------------------
+# Plan hand cases ---------------------------------------------------------------------
 
 def _linear_table(xp, rows=3, width=16):
     return xp.array(np.arange(rows)[:, None] * 16 + np.arange(width)[None, :], "int32")

@@ -81,7 +81,7 @@ struct WriteParams {
   const int32_t* enable_chain_position_assert = nullptr;
 };
 
-// req_to_token read through its row stride (spec D10); unit inner stride.
+// req_to_token read through its row stride (a slice of a wider table); unit inner stride.
 struct ReqToTokenParams {
   // [rows, row_stride] int32
   const int32_t* data = nullptr;

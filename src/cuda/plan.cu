@@ -8,7 +8,7 @@ int Plan(const PlanParams& params, int device, StreamHandle handle) {
   DeviceGuard guard(device);
   const auto stream = static_cast<cudaStream_t>(handle);
   int64_t* scratch = params.scratch;
-  if (scratch == nullptr) {  // the spec allows a temporary; the runtime always passes one
+  if (scratch == nullptr) {  // SGLang's API allows a temporary; the runtime always passes one
     const cudaError_t error = cudaMallocAsync(reinterpret_cast<void**>(&scratch),
                                               (params.in.bs + 1) * sizeof(int64_t), stream);
     if (error != cudaSuccess) return static_cast<int>(error);

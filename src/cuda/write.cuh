@@ -1,9 +1,9 @@
 // WriteKernel: one block per batch row (grid-stride over rows) and no block
 // barrier. Warp h < num_halves runs half h's chain; the other warps fold the real-KV fingerprints.
 // The two kinds of warp store disjoint words of each record (the chain warp token, position and
-// prev_hash; the fingerprint warps real_kv_hash), so neither waits for the other: the spec lets a
-// backend spread the stores and folds across threads, and on a valid batch each slot is written
-// once.
+// prev_hash; the fingerprint warps real_kv_hash), so neither waits for the other: SGLang's kernel
+// contract lets a backend spread the stores and folds across threads, and on a valid batch each
+// slot is written once.
 //
 // The chain warp takes its row 32 tokens at a time. Each lane loads one token's inputs (coalesced;
 // the next chunk's loads are issued before the current chunk's chain, so they arrive while it
@@ -48,7 +48,7 @@ __device__ inline ChunkToken LoadChunkToken(const WriteParams& p, int64_t i, int
   return t;
 }
 
-// The asserts of one lane's token (spec order: input assert, then chain-position assert).
+// The asserts of one lane's token (SGLang's order: input assert, then chain-position assert).
 // `before` is the position of the chain's previous written token; `stored_chain` the token's
 // prev_hash.
 __device__ inline void CheckTokenAsserts(const WriteParams& half, const ChunkToken& t,

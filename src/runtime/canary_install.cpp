@@ -1,4 +1,4 @@
-// Install (spec/runtime.md §3): refusals, buffer groups and sources, endpoints, device state and
+// Install: refusals, buffer groups and sources, endpoints, device state and
 // the per-forward workspace, all allocated here and never per step.
 #include <algorithm>
 #include <sstream>
@@ -24,7 +24,7 @@ int64_t RecordBufferBytes(const GroupSpec& spec, const char* slots_name, int64_t
                     slots, kCanarySlotBytes);
 }
 
-// §3.2: real-KV sources fingerprint layer 0 only; a row width that is not a positive multiple of
+// Real-KV sources fingerprint layer 0 only; a row width that is not a positive multiple of
 // 16 gets none.
 std::vector<RealKvSource> SourcesOf(const TensorView& layer0, const GroupSpec& spec,
                                     RealKvHashMode mode) {
@@ -98,7 +98,7 @@ CanaryManager::Impl::Impl(const Config& config, const InstallArgs& args)
                                            args.speculative_num_draft_tokens,
                                            args.max_prefill_tokens, args.chunked_prefill_size);
 
-  // Buffer groups (§3.2), at most one per kind.
+  // Buffer groups, at most one per kind.
   bool seen[2] = {false, false};
   for (const GroupSpec& spec : args.groups) {
     const int kind = static_cast<int>(spec.kind);
@@ -135,7 +135,7 @@ CanaryManager::Impl::Impl(const Config& config, const InstallArgs& args)
   });
   if (!args.capacities.has_value()) capacities_ = WithinWorkspaceBudget(capacities_, width);
 
-  // Endpoints (§3.3): HEAD, TAIL and SWEEP per half; V omitted without a V half.
+  // Endpoints: HEAD, TAIL and SWEEP per half; V omitted without a V half.
   for (const GroupState& group : groups_) {
     for (Stage stage : {Stage::kHead, Stage::kTail, Stage::kSweep}) {
       for (Half half : {Half::kK, Half::kV}) {
@@ -146,7 +146,7 @@ CanaryManager::Impl::Impl(const Config& config, const InstallArgs& args)
   }
   std::sort(active_tags_.begin(), active_tags_.end());
 
-  // Device state (§3.4).
+  // Device state.
   state_.ring = Int64Buffer(
       device_, CheckedMul("violation ring fields", config.ring_capacity, kViolationFields),
       "violation ring bytes");
@@ -161,7 +161,7 @@ CanaryManager::Impl::Impl(const Config& config, const InstallArgs& args)
                             width, 4));
   }
 
-  // Per inner forward workspace (§3.4), sized by the capacities.
+  // Per inner forward workspace, sized by the capacities.
   const int64_t verify_cap = capacities_.verify_capacity;
   const int64_t req_cap = capacities_.write_req_capacity;
   const int64_t entry_cap = capacities_.write_entry_capacity;
@@ -245,8 +245,8 @@ CanaryManager::Impl::Impl(const Config& config, const InstallArgs& args)
 
 Capacities CanaryManager::Impl::WithinWorkspaceBudget(Capacities capacities,
                                                       int64_t max_seq_len) const {
-  // The memory rule wins over §3.5's 3 x pool_slot_count: the per-step workspace stays
-  // below 10% of the record memory. Split verification (§4.8) makes any capacity that holds the
+  // Our memory budget wins over SGLang's 3 x pool_slot_count: the per-step workspace stays
+  // below 10% of the record memory. Split verification makes any capacity that holds the
   // longest row safe, so only that lower bound is kept.
   int64_t record_bytes = 0;
   for (const GroupState& group : groups_) {
@@ -286,7 +286,7 @@ LaunchContext CanaryManager::Impl::ContextOf(size_t group_index, Stage stage, Ha
   context.violation_write_index = state_.write_index.View(DType::kInt32, {1});
   context.slot_run_counter = CounterView(state_.slot_counters, tag);
   context.kernel_run_counter = CounterView(state_.kernel_counters, tag);
-  // HEAD runs before the forward wrote the KV: its records carry no fingerprint (§3.3).
+  // HEAD runs before the forward wrote the KV: its records carry no fingerprint.
   if (stage != Stage::kHead) {
     const auto& sources = group.sources[static_cast<int>(half)];
     for (size_t i = 0; i < sources.size(); ++i) context.real_kv_sources[i] = sources[i];

@@ -1,4 +1,4 @@
-// Host offload sidecar and PD splice (spec/runtime.md §13, §14): canary records move with the KV
+// Host offload sidecar and PD splice: canary records move with the KV
 // bytes they describe, with the same index mapping, so reloaded or transferred slots verify.
 #include <cstring>
 #include <iomanip>

@@ -1,6 +1,6 @@
-// Phase 4's host side (spec/runtime.md §6-§8): the violation pump and reporter, the health
+// Phase 4's host side: the violation pump and reporter, the health
 // checker, the stats line, the overflow warner and the metrics they feed. Every device value is
-// staged in one step and read in the next (§5), so nothing here waits on work just enqueued,
+// staged in one step and read in the next, so nothing here waits on work just enqueued,
 // except the reporter's ring read, which only runs once a violation is known to exist.
 #include <algorithm>
 #include <cstring>
@@ -53,7 +53,7 @@ void CanaryManager::Impl::PumpViolations() {
 }
 
 void CanaryManager::Impl::ReportNewRows(int64_t /*staged_write_index*/) {
-  // §6.2: the ring is read synchronously, after everything enqueued so far.
+  // The violation ring is read synchronously, after everything enqueued so far.
   SynchronizeStream(device_, stream_);
   int32_t write_index = 0;
   CopyBytesAsync(&write_index, state_.write_index.data(), 4, device_, stream_);

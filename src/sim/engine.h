@@ -36,8 +36,7 @@ class Engine;
 enum class EngineRole { kUnified, kPrefill, kDecode };
 
 // A prefilled request in flight from the prefill engine to the decode engine: its KV pages and
-// canary records, as the transfer engine moves them (one item per page of every spliced buffer,
-// spec/runtime.md §14).
+// canary records, as the transfer engine moves them (one item per page of every spliced buffer).
 struct TransferPacket {
   RequestSpec spec;
   std::vector<int64_t> tokens;                // the prompt, then the first output token
@@ -159,7 +158,7 @@ class Engine {
   uint64_t ExpectedSwaHash(const Request& req, int64_t seq_len, int64_t query) const;
   ExpectedState& ExpectedFor(const Request& req);
   // The buffers a PD transfer moves, in splice order: [k_head, K layers..., k_tail, v_head,
-  // V layers..., v_tail] (spec/runtime.md §14); both engines build it the same way.
+  // V layers..., v_tail]; both engines build it the same way.
   std::vector<runtime::CanaryManager::BufferInfo> TransferList() const;
   TransferPacket BuildTransfer(const Request& req, int64_t first_token) const;
   // Host tier (--host-tier): radix nodes evicted from the device keep their KV bytes and canary

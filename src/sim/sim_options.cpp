@@ -88,7 +88,7 @@ std::vector<std::string> SplitCommas(std::string_view list) {
   return pieces;
 }
 
-// The explicit list of options.faults (not "all" or "none"), parsed, in §2 order, each once.
+// The explicit list of options.faults (not "all" or "none"), parsed, in FaultKind order, each once.
 // Throws for an unknown name.
 std::vector<FaultKind> ParseFaultList(std::string_view list) {
   std::array<bool, kFaults.size()> named{};

@@ -1,5 +1,5 @@
-// The configuration of one simulator run (spec/sim.md): every knob of the engine, the workload, the
-// canary and the fault injector in one struct, the fault classes of §2, the scenario presets of §4,
+// The configuration of one simulator run: every knob of the engine, the workload, the
+// canary and the fault injector in one struct, the fault classes, the scenario presets,
 // and the one validation that rejects bad combinations before anything is allocated.
 #pragma once
 
@@ -19,7 +19,7 @@ class UsageError : public std::runtime_error {
   explicit UsageError(const std::string& message) : std::runtime_error(message) {}
 };
 
-// The fault classes of spec/sim.md §2, in the order of its table (the report's row order).
+// The fault classes, in the order of docs/sim.md's fault table (the report's row order).
 enum class FaultKind {
   kReqToToken,
   kStrideView,
@@ -35,11 +35,11 @@ enum class FaultKind {
   kPositionSkip,
 };
 
-// The §2 name: "req_to_token", "stride_view", ..., "position_skip".
+// The report's name: "req_to_token", "stride_view", ..., "position_skip".
 const char* FaultName(FaultKind fault);
 // The inverse of FaultName (exact, case-sensitive); nullopt for any other string.
 std::optional<FaultKind> ParseFault(std::string_view name);
-// Every fault class, in §2 order.
+// Every fault class, in FaultKind order.
 std::vector<FaultKind> AllFaults();
 
 struct SimOptions {
@@ -51,7 +51,7 @@ struct SimOptions {
   int64_t num_requests = 0;          // stop once this many requests finished; 0 = no limit
   // REQUIRES: steps > 0 or num_requests > 0, so that the run ends.
 
-  // --- the KV pool and the scheduler (§1) ---
+  // --- the KV pool and the scheduler ---
   int64_t num_slots = 16384;            // token slots of the (device) pool, slot 0 = padding
   int64_t num_layers = 4;              // layers, each with a K and a V tensor
   int64_t bytes_per_token = 128;        // K (and V) bytes of one token in one layer; multiple of 16
@@ -87,7 +87,7 @@ struct SimOptions {
   int64_t sweep_interval = 8;         // steps between SWEEP verifies of cached slots; 0 = off
   int64_t ring_capacity = 65536;  // violation ring rows: fill-once, so sized for a whole run
 
-  // --- fault injection (§2) ---
+  // --- fault injection ---
   // "all" (every class that applies, see FaultApplies), "none", or a comma-separated list of
   // FaultName()s, each of which must apply.
   std::string faults = "all";
@@ -105,11 +105,11 @@ struct SimOptions {
 // configured too weakly to see is still injected and must show up as undetected.
 bool FaultApplies(FaultKind fault, const SimOptions& options);
 
-// The fault classes the run injects, in §2 order: options.faults resolved ("all" keeps those
+// The fault classes the run injects, in FaultKind order: options.faults resolved ("all" keeps those
 // that apply). REQUIRES: ValidateOptions(options) passed.
 std::vector<FaultKind> EnabledFaults(const SimOptions& options);
 
-// The built-in scenarios of §4, in the order `all` runs them: default, swa, offload, pd, soak.
+// The built-in scenarios, in the order `all` runs them: default, swa, offload, pd, soak.
 std::vector<std::string> PresetNames();
 // The options of one preset (`scenario` set to its name). Throws UsageError for any other name,
 // "all" included (see ScenariosToRun).

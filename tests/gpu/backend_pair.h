@@ -2,7 +2,7 @@
 // code for the CPU (host tensors, testutil.h's CanaryState and PlanBuffers) and for CUDA (their
 // device mirrors), so the two calls of a differential test differ only in where the tensors live.
 // Also the comparisons of the two backends' outputs: bytes everywhere, except the violation ring,
-// whose rows are compared as a multiset (spec/kernels.md §5: the CUDA row order across threads is
+// whose rows are compared as a multiset (the CUDA row order across threads is
 // unspecified).
 #pragma once
 
@@ -87,7 +87,7 @@ struct BackendStep {
     return context;
   }
 
-  // req_to_token as the plan sees it: the whole tensor, or its first columns (spec D10).
+  // req_to_token as the plan sees it: the whole tensor, or its first columns (a row view).
   TensorView TableView() const {
     if (inputs.req_to_token_width == 0) return req_to_token.view();
     const int64_t pitch = inputs.req_to_token.shape()[1];
@@ -231,7 +231,7 @@ void ExpectSameTensor(const HostTensor<T>& cpu, const HostTensor<T>& cuda,
 
 inline void ExpectSamePlan(const PlanBuffers& cpu, const PlanBuffers& cuda,
                            const std::string& what) {
-  // Whole arrays: both start from the same stale contents, and spec §7.2 fixes the footprint, so
+  // Whole arrays: both start from the same stale contents, and the plan fixes its footprint, so
   // what a backend leaves unwritten must match too.
   ExpectSameTensor(cpu.slots, cuda.slots, what + ": verify_slot_indices");
   ExpectSameTensor(cpu.tokens, cuda.tokens, what + ": verify_expected_tokens");

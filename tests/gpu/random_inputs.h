@@ -1,10 +1,10 @@
-// Random valid inputs for the CPU-vs-CUDA tests (spec/kernels.md §17 "Differential sweep").
+// Random valid inputs for the CPU-vs-CUDA tests (the differential sweep).
 //
 // A SweepCase (sweep_case.h) names the knobs of one case and its seed. MakeStep turns it into the
 // host tensors of one forward step: a batch over a req_to_token table (and SWA LUT), a canary
 // buffer that earlier steps filled (prefilled here by the CPU backend, then optionally corrupted),
 // the plan buffers' stale contents, and the step's write inputs. Every case is valid input in the
-// sense of spec §9: no launch writes a slot twice and no row writes another row's seed, so both
+// sense of Write: no launch writes a slot twice and no row writes another row's seed, so both
 // backends must agree byte for byte (violation rows as a multiset).
 #pragma once
 
@@ -38,7 +38,7 @@ inline int64_t Rt(const HostTensor<int32_t>& table, int64_t row, int64_t col) {
   return table[row * table.shape()[1] + col];
 }
 
-// tr(x) of spec §7.3.
+// tr(x), the full-to-SWA slot translation.
 inline int64_t Translate(const std::optional<HostTensor<int64_t>>& lut, int64_t slot) {
   if (!lut.has_value() || slot < 0) return slot;
   return (*lut)[std::min<int64_t>(slot, lut->shape()[0] - 1)];

@@ -32,7 +32,7 @@ struct SweepCase {
   LutKind lut = LutKind::kNone;
   int64_t window = 0;  // swa_window_size; > 0 only with a LUT
   TableKind table = TableKind::kLinear;
-  bool strided_table = false;  // req_to_token a slice of a wider table (spec D10)
+  bool strided_table = false;  // req_to_token a slice of a wider table
   PaddingKind padding = PaddingKind::kNone;
   CapacityKind capacity = CapacityKind::kLoose;  // verify capacity vs the entries the plan makes
   int num_sources = 0;

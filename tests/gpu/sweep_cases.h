@@ -1,4 +1,4 @@
-// The differential sweep's cases (spec/kernels.md §17 "Differential sweep").
+// The differential sweep's cases .
 #pragma once
 
 #include <cstdint>

@@ -1,6 +1,6 @@
-// CPU vs CUDA on random valid inputs (spec/kernels.md §1 "Backends", §17 "Differential sweep"):
+// CPU vs CUDA on random valid inputs, the differential sweep:
 // every op runs on host tensors and on identical device tensors, and every output byte must match
-// (violation rows as a multiset, §5). Each case prints its seed and knobs.
+// (violation rows as a multiset). Each case prints its seed and knobs.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -145,7 +145,7 @@ TEST_F(CudaDifferential, CanaryStride33StoresRecordWordsByteWise) {
   RunFusedVerify(testing::MakeStep(c));
 }
 
-// launch_plan_offsets_kernel then launch_plan_entries_kernel (spec §7.4) on the sweep's cases that
+// launch_plan_offsets_kernel then launch_plan_entries_kernel on the sweep's cases that
 // fit their bs <= 4096 limit: the plan buffers and the offsets scratch must match.
 TEST_F(CudaDifferential, PlanStagesMatchTheCpu) {
   const std::vector<SweepCase> cases = testing::SweepCases();
@@ -220,7 +220,7 @@ TEST_F(CudaDifferential, RingOverflowKeepsRowsOfTheCpuSet) {
                             "slot_run_counter");
 }
 
-// scatter (spec §10) with odd sizes, strided views, offsets that run backwards or past the input,
+// scatter with odd sizes, strided views, offsets that run backwards or past the input,
 // rows longer than the pool and pool rows out of range.
 TEST_F(CudaDifferential, ScatterMatchesTheCpu) {
   const int64_t sizes[] = {0, 1, 7, 33, 733, 4097};
@@ -261,7 +261,7 @@ TEST_F(CudaDifferential, ScatterMatchesTheCpu) {
   }
 }
 
-// swa_translate (spec §7.3): negative values pass through, indices past the LUT clamp; out of
+// swa_translate: negative values pass through, indices past the LUT clamp; out of
 // place and in place.
 TEST_F(CudaDifferential, SwaTranslateMatchesTheCpu) {
   const int64_t sizes[] = {0, 1, 19, 733, 4097, 100003};

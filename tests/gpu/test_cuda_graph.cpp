@@ -1,4 +1,4 @@
-// A whole step under CUDA graph capture (spec/kernels.md §16): plan, verify and write enqueued on
+// A whole step under CUDA graph capture: plan, verify and write enqueued on
 // one stream are captured in global mode, where any synchronising call invalidates the capture;
 // the graph is replayed, the device inputs are rewritten in place (same shapes, new values) and it
 // is replayed again. Each replay must equal the CPU backend run on the same inputs: the kernels

@@ -1,4 +1,4 @@
-// Validation on CUDA tensors (spec/kernels.md §11). The checks are device-agnostic and tested on
+// Validation on CUDA tensors. The checks are device-agnostic and tested on
 // the CPU (tests/test_validation_*.cpp); this only confirms that a CUDA call goes through the same
 // path: the same exact message, and nothing written to device memory.
 #include <gtest/gtest.h>

@@ -142,7 +142,8 @@ class FakeEngine {
     return request.row;
   }
 
-  // The token every request should hold at `pos` (a token oracle in the sense of §11).
+  // The token every request should hold at `pos` (a token oracle: what the write-input assert
+  // compares against).
   static int64_t Oracle(int64_t row, int64_t pos) { return 1000 * row + pos; }
 
   // Schedules one step: requests with unwritten tokens prefill them all, the others decode one

@@ -19,7 +19,7 @@ struct CapacityVector {
   int64_t verify, req, entry;
 };
 
-// spec/runtime.md §18, every row of the Capacities table.
+// Every row of SGLang's Capacities vector table.
 const CapacityVector kVectors[] = {
     {100, 16, 100, 0, 0, 8192, std::nullopt, 300, 100, 8192},
     {100, 16, 7, 0, 0, 8192, std::nullopt, 21, 100, 8192},
@@ -30,7 +30,7 @@ const CapacityVector kVectors[] = {
     {100, 16, 100, 0, 0, 8192, 512, 300, 100, 512},
     {64, 16, 100, 256, 4, 8192, 512, 300, 256, 1024},
     {16, 16, 100, 64, 0, 8192, 32, 300, 64, 64},
-    // SGLang: verify 30; kvcanary lets the longest row fit (§17 R2).
+    // SGLang: verify 30; kvcanary lets the longest row fit (R2 in docs/ARCHITECTURE.md).
     {100, 64, 10, 0, 0, 8192, std::nullopt, 64, 100, 8192},
 };
 

@@ -63,7 +63,7 @@ void ExpectWalk(const RadixWalk& walk, const Ints& slots, const Ints& positions,
   EXPECT_EQ(walk.size(), static_cast<int64_t>(slots.size()));
 }
 
-// spec/runtime.md §18, walker vectors (single-child chains).
+// SGLang's walker vectors (single-child chains).
 TEST(RadixWalk, OneNode) {
   TestRadix tree;
   tree.Add(0, {10, 20, 30, 40});
@@ -92,7 +92,8 @@ TEST(RadixWalk, UnlockedOnlySkipsLockedNodeButKeepsDepthAndChain) {
   ExpectWalk(WalkRadix(tree), {1, 2, 3, 4}, {0, 1, 2, 3}, {-1, 1, 2, 3});
 }
 
-// §17 R5: after a host-only node the chain is unchecked (0); SGLang passes -1 through.
+// R5 (docs/ARCHITECTURE.md): after a host-only node the chain is unchecked (0); SGLang passes
+// -1 through.
 TEST(RadixWalk, HostOnlyNodeGivesChainSlotZero) {
   TestRadix tree;
   tree.Add(tree.AddHostOnly(0, 2), {5, 6});
@@ -148,7 +149,7 @@ TEST(RadixWalk, DeepChainDoesNotRecurse) {
   EXPECT_EQ(walk.prev_slot_indices.back(), kDepth - 1);
 }
 
-// §18 LUT translation of a walk.
+// SGLang's LUT-translation vector of a walk.
 TEST(RadixWalk, TranslateThroughLut) {
   EXPECT_EQ(TranslateWalkSlots({}, {10, 20, 30}), Ints{});
   EXPECT_EQ(TranslateWalkSlots({2}, {10, 20, 30}), Ints{30});

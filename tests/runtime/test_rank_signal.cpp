@@ -1,4 +1,4 @@
-// The all-reduced violation signal (spec/runtime.md §16): a rank whose own records are clean
+// The all-reduced violation signal: a rank whose own records are clean
 // learns, one step late, that another rank saw a violation, and raises with it in raise mode.
 #include "kvcanary/runtime/rank_signal.h"
 

@@ -5,7 +5,7 @@
 namespace kvcanary::runtime {
 namespace {
 
-// spec/runtime.md §18: period 5, MHA FULL-only (6 endpoints), Σ slot counters 1234 at step 5.
+// SGLang's stats vector: period 5, MHA FULL-only (6 endpoints), Σ slot counters 1234 at step 5.
 TEST(Stats, SpecVector) {
   EXPECT_TRUE(StatsDue(5, 5));
   EXPECT_EQ(FormatStatsLine(5, 1234, 0, 0, 6),

@@ -64,7 +64,7 @@ TEST(Blake2b, RejectsDigestLengthOutsideOneToSixtyFour) {
   EXPECT_THROW(Blake2b("abc", 3, 65), Error);
 }
 
-// spec/runtime.md §18, oracle vectors.
+// SGLang's token-oracle vectors.
 TEST(TokenOracle, RequestIdHashVectors) {
   EXPECT_EQ(RequestIdHash("req-0"), -8966579018032821426);
   EXPECT_EQ(static_cast<uint64_t>(RequestIdHash("req-0")), 0x83904fe3dbaecb4eull);

@@ -18,7 +18,7 @@ ViolationRow Row(std::vector<int64_t> values) {
   return ViolationRow::FromArray(values.data());
 }
 
-// spec/runtime.md §18, reporter vector 1: a HEAD verify row without a token check.
+// SGLang's reporter vector 1: a HEAD verify row without a token check.
 TEST(ViolationFormat, VerifyRowBlockIsByteExact) {
   const ViolationRow row =
       Row({0, 17, 42, 111, -1, 0x1111111111111111, 0x2222222222222222, 7});

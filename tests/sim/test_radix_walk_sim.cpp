@@ -1,4 +1,4 @@
-// The simulator's radix cache through the runtime's walker (spec/runtime.md §9): what a sweep
+// The simulator's radix cache through the runtime's walker: what a sweep
 // verifies is exactly the cached slots, in pre-order, with each slot chained to its predecessor.
 #include <gtest/gtest.h>
 

@@ -86,7 +86,7 @@ TEST(Report, SummarizeFaultsCountsAndTakesMedianAndMaxLatency) {
 TEST(Report, SummarizeFaultsLeavesUndetectedOutOfLatencyAndKeepsUnlistedClasses) {
   ScenarioReport report = CleanReport();
   report.injections.push_back(Undetected(FaultKind::kReqToToken, 60, "x"));
-  // Injected although not in faults_enabled: it must still get a row, in §2 order.
+  // Injected although not in faults_enabled: it must still get a row, in FaultKind order.
   report.injections.push_back(Detected(FaultKind::kStrideView, 70, 0));
   const std::vector<FaultClassRow> rows = SummarizeFaults(report);
   ASSERT_EQ(rows.size(), 4u);

@@ -95,7 +95,7 @@ TEST(SimOptions, EnabledFaultsResolvesAllNoneAndLists) {
   for (FaultKind fault : all) EXPECT_TRUE(FaultApplies(fault, options)) << FaultName(fault);
   options.faults = "none";
   EXPECT_TRUE(EnabledFaults(options).empty());
-  // Duplicates collapse and the order is §2's, whatever the order given.
+  // Duplicates collapse and the order is FaultKind's, whatever the order given.
   options.faults = "position_skip,req_to_token,position_skip,";
   EXPECT_EQ(EnabledFaults(options),
             (std::vector<FaultKind>{FaultKind::kReqToToken, FaultKind::kPositionSkip}));

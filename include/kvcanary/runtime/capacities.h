@@ -1,4 +1,4 @@
-// Launch capacities (spec/runtime.md §3.5): the fixed sizes every per-forward plan and input buffer
+// Launch capacities: the fixed sizes every per-forward plan and input buffer
 // is allocated with at install, so no step ever allocates.
 #pragma once
 
@@ -10,7 +10,7 @@ namespace kvcanary::runtime {
 struct Capacities {
   // Verify entries per plan: max(3 × pool_slot_count, max_seq_len_per_req). 3× covers radix
   // sharing (Σ prefix lengths can exceed the pool); the max lets any single row fit, so an
-  // overflowing batch can always be verified in row ranges (§4.8, §17 R2).
+  // overflowing batch can always be verified in row ranges (R1, R2 in docs/ARCHITECTURE.md).
   int64_t verify_capacity = 0;
   // Batch rows per forward: max(cuda_graph_max_bs, req_to_token_pool_size).
   int64_t write_req_capacity = 0;
@@ -27,18 +27,18 @@ struct Capacities {
                              std::optional<int64_t> chunked_prefill_size);
 };
 
-// Device bytes of one inner forward's workspace (§3.4, §3.5), as a plain sum with no alignment
+// Device bytes of one inner forward's workspace, as a plain sum with no alignment
 // padding:
 //   num_groups × (VerifyPlanAllocationBytes(verify) + WritePlanAllocationBytes(req))
 //   + 16 × entry                     ExpectedInputs: tokens and positions, int64
 //   + 32 × req                       PlanInput: four int64 arrays
 //   + 8 × (req + 1)                  plan scratch, int64
-//   + num_groups × 8 × entry         translated SWA slots, int64, one buffer per group (§3.4)
+//   + num_groups × 8 × entry         translated SWA slots, int64, one buffer per group
 //   + ForwardSnapshotBytes(num_groups)
 // REQUIRES: num_groups in {1, 2}; capacities as returned by FromArgs.
 int64_t ForwardWorkspaceBytes(const Capacities& capacities, int num_groups);
 
-// Bytes of one inner forward's snapshot (§4.4): per group an int32 `enable`, both int64 [12]
+// Bytes of one inner forward's snapshot: per group an int32 `enable`, both int64 [12]
 // counter arrays, the int32 write index and the optional int32 [2] SWA totals (always counted).
 int64_t ForwardSnapshotBytes(int num_groups);
 

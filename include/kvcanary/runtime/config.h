@@ -1,4 +1,4 @@
-// The runtime's configuration (spec/runtime.md §2): the behaviour switches of one runtime
+// The runtime's configuration: the behaviour switches of one runtime
 // (`Config`) and the fault-injection knobs used only by tests (`PerturbConfig`), with their
 // environment-variable parsing and validation. Nothing below the runtime reads the environment.
 #pragma once
@@ -13,7 +13,7 @@
 
 namespace kvcanary::runtime {
 
-// What the runtime does at all, and what it does on a violation (§6.4).
+// What the runtime does at all, and what it does on a violation.
 enum class Mode {
   kNone,   // nothing installed; zero overhead
   kLog,    // each violation is one WARNING; the engine keeps serving
@@ -25,7 +25,7 @@ const char* ModeName(Mode mode);
 // "none", "partial", "all".
 const char* RealDataName(RealKvHashMode mode);
 
-// A buffer group (§1): FULL covers positions [0, K), SWA the last W positions.
+// A buffer group: FULL covers positions [0, K), SWA the last W positions.
 enum class GroupKind : int { kFull = 0, kSwa = 1 };
 
 // "FULL", "SWA".
@@ -38,10 +38,11 @@ using EnvLookup = std::function<std::optional<std::string>(const std::string& na
 EnvLookup ProcessEnv();
 
 // Parse helpers. Values are trimmed (ASCII whitespace) and compared case-insensitively.
-// ParseMode/ParseRealData throw the §2.2 message quoting `value` as given.
+// ParseMode/ParseRealData throw "kv-canary: mode (real_data) must be one of ..., got '<value>'",
+// quoting `value` as given.
 Mode ParseMode(std::string_view value);
 RealKvHashMode ParseRealData(std::string_view value);
-// `raw` is "full" or "swa"; else throws the §2.3 target-group message quoting `raw`.
+// `raw` is "full" or "swa"; else throws the target-group message quoting `raw`.
 GroupKind ParseGroupKind(std::string_view raw);
 // For a variable named `var`: nullopt when the trimmed value is empty (unset), else the value, or
 // Error "kv-canary: <var> must be a boolean / an integer / a number, got '<value>'".
@@ -57,7 +58,7 @@ inline constexpr int64_t kMaxStepInterval = 2147483647;
 
 // Immutable after construction: the runtime copies it at install.
 struct Config {
-  // Fields in the order of spec §2.1 (keep it: adapters use designated initializers).
+  // Fields in the order of SGLang's config (keep it: adapters use designated initializers).
   Mode mode = Mode::kNone;                           // KVCANARY_MODE
   RealKvHashMode real_data = RealKvHashMode::kNone;  // KVCANARY_REAL_DATA
   // KVCANARY_SWEEP_INTERVAL; 0 = off; in [0, kMaxStepInterval]
@@ -71,9 +72,9 @@ struct Config {
   bool enable_mha_v = false;                         // KVCANARY_ENABLE_MHA_V; gates V launches
   // KVCANARY_SWA_DIVERGENCE_STATS_INTERVAL; 0 = off (diagnostic); in [0, kMaxStepInterval]
   int64_t swa_divergence_stats_interval = 0;
-  bool verify_backup = false;                        // KVCANARY_VERIFY_BACKUP (§13)
-  bool report_untouched_rows = false;                // KVCANARY_REPORT_UNTOUCHED_ROWS (§6.2)
-  bool allreduce_violation_signal = false;           // KVCANARY_ALLREDUCE_VIOLATION_SIGNAL (§16)
+  bool verify_backup = false;                        // KVCANARY_VERIFY_BACKUP
+  bool report_untouched_rows = false;                // KVCANARY_REPORT_UNTOUCHED_ROWS
+  bool allreduce_violation_signal = false;           // KVCANARY_ALLREDUCE_VIOLATION_SIGNAL
   // KVCANARY_INCIDENT_FILE (kvcanary): when set, the reporter appends one JSON line per shown
   // violation (FormatIncidentJson, metrics.h) to this path. Empty = off. Install refuses a path
   // it cannot open for append; later write failures are logged (src/runtime/incident_file.h).
@@ -92,7 +93,7 @@ struct Config {
   static Config FromEnv(const EnvLookup& env = ProcessEnv());
 };
 
-// Fault injection (§12), testing only. Probabilities are per step and in [0, 1].
+// Fault injection, testing only. Probabilities are per step and in [0, 1].
 struct PerturbConfig {
   double req_to_token_prob = 0;          // KVCANARY_PERTURB_REQ_TO_TOKEN_PROB
   double real_kv_used_prob = 0;          // KVCANARY_PERTURB_REAL_KV_USED_PROB
@@ -102,13 +103,14 @@ struct PerturbConfig {
   // KVCANARY_PERTURB_TARGET_GROUP; unset is allowed until a real-KV perturbation fires.
   std::optional<GroupKind> target_group;
   int64_t warmup_steps = 50;             // KVCANARY_PERTURB_WARMUP_STEPS; [0, kMaxStepInterval]
-  uint64_t seed = 0;                     // KVCANARY_PERTURB_SEED (kvcanary, §17 R8)
+  uint64_t seed = 0;                     // KVCANARY_PERTURB_SEED (kvcanary's R8)
 
   // Whether any probability is positive.
   bool AnyEnabled() const;
   // Throws "kv-canary: <VAR> must be in [0, 1], got <v>" for the first probability outside.
   void Validate() const;
-  // The target group, or the §2.3 error naming `perturbation` (e.g. "real_kv_used") when unset.
+  // The target group, or the target-group error naming `perturbation` (e.g. "real_kv_used") when
+  // unset.
   // Called when a real-KV perturbation fires.
   GroupKind RequireTargetGroup(std::string_view perturbation) const;
   std::string ToString() const;

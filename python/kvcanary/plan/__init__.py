@@ -1,4 +1,4 @@
-"""The plan operation (spec/kernels.md §7). Mirrors ``sglang.kernels.ops.kv_canary.plan``:
+"""The plan operation. Mirrors ``sglang.kernels.ops.kv_canary.plan``:
 ``launch_canary_plan_kernels`` here, the two stages in ``offsets_kernel`` and ``entries_kernel``,
 and kvcanary's SWA slot translation in ``swa_translate``."""
 

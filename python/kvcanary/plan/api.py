@@ -1,4 +1,4 @@
-"""``launch_canary_plan_kernels``: both plan stages in one call (spec/kernels.md §7.1-§7.3)."""
+"""``launch_canary_plan_kernels``: both plan stages in one call."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ launch_canary_plan_kernels = define_launcher(
     req_to_verify_expected_tokens_valid_lens=None kv_token_id_vs_position_offset=0
     verify_offsets_scratch=None req_to_token_stride0:int=None""",
     doc="""\
-    Fills ``verify_plan_out`` and ``write_plan_out`` from a forward's batch (spec §7.2).
+    Fills ``verify_plan_out`` and ``write_plan_out`` from a forward's batch.
 
     Inputs: ``req_pool_indices``, ``prefix_lens``, ``extend_seq_lens`` int64 ``[bs]`` (row 0 =
     padding); ``req_to_token`` int32 ``[rows, width]``, contiguous; ``full_to_swa_index_mapping``

@@ -1,4 +1,4 @@
-"""``launch_plan_entries_kernel``: the plan's second stage alone (spec/kernels.md §7.4)."""
+"""``launch_plan_entries_kernel``: the plan's second stage alone."""
 
 from __future__ import annotations
 
@@ -19,13 +19,13 @@ launch_plan_entries_kernel = define_launcher(
     out_verify_expected_tokens out_verify_expected_positions out_verify_prev_slot_indices
     kv_token_id_vs_position_offset=0 swa_window_size=0""",
     doc="""\
-    Writes the verify entries from the offsets of ``launch_plan_offsets_kernel`` (§7.4)::
+    Writes the verify entries from the offsets of ``launch_plan_offsets_kernel``::
 
         total = verify_offsets_scratch[bs]; cap = len(out_verify_slot_indices)
         if total <= 0 or verify_enable[0] == 0: return
         for tid in range(total):                      # total > cap with enable set: error
             r = the last row with scratch[r] <= tid (empty rows never win)
-            pos = ws(prefix_lens[r]) + tid - scratch[r]; store the §7.2 entry of (r, pos) at tid
+            pos = ws(prefix_lens[r]) + tid - scratch[r]; store the verify entry of (r, pos) at tid
 
     Padding rows are recognised only through their empty ranges. CUDA: enqueued on ``stream``,
     graph-capturable (an inconsistent total traps on the device). Invalid arguments raise

@@ -1,4 +1,4 @@
-"""``launch_plan_offsets_kernel``: the plan's first stage alone (spec/kernels.md §7.4)."""
+"""``launch_plan_offsets_kernel``: the plan's first stage alone."""
 
 from __future__ import annotations
 
@@ -21,9 +21,9 @@ launch_plan_offsets_kernel = define_launcher(
     out_verify_enable out_write_num_valid_reqs swa_window_size=0 verify_capacity:int
     req_to_token_stride0:int=None lut_len:int=None""",
     doc="""\
-    Per-row verify offsets, verify count and enable flag, write offsets and seeds (§7.4).
+    Per-row verify offsets, verify count and enable flag, write offsets and seeds.
 
-    With ``vlen``, ``wlen`` and the seed of §7.2 for each row ``r < bs``::
+    With ``vlen``, ``wlen`` and the chain seed for each row ``r < bs``::
 
         scratch[r] = sum(vlen of rows < r); scratch[bs] = T
         out_verify_num_valid, out_verify_enable = (C, 0) if T > C else (T, 1)

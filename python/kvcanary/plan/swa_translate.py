@@ -1,4 +1,4 @@
-"""``launch_swa_translate_kernel`` (kvcanary): the full-to-SWA slot gather of spec §7.3."""
+"""``launch_swa_translate_kernel`` (kvcanary): the full-to-SWA slot gather."""
 
 from __future__ import annotations
 
