@@ -12,9 +12,10 @@
 
 namespace kvcanary {
 
-void ValidateRealKvSource(const RealKvSource& source) {
-  const TensorView& t = source.tensor;
-  check::Present(t, "RealKvSource.tensor");
+namespace {
+
+// R1-R3: the three scalars, before the tensor is looked at.
+void CheckSourceScalars(const RealKvSource& source) {
   const int64_t nb = source.num_bytes_per_token;
   if (source.page_size < 1) {
     ThrowError("kv-canary: RealKvSource.page_size must be >= 1, got ", source.page_size);
@@ -30,6 +31,12 @@ void ValidateRealKvSource(const RealKvSource& source) {
         "(0, num_bytes_per_token=",
         nb, "], got ", source.read_bytes);
   }
+}
+
+// R4-R7: the tensor's rank, row stride, row width against the slot layout, alignment.
+void CheckSourceTensor(const RealKvSource& source) {
+  const TensorView& t = source.tensor;
+  const int64_t nb = source.num_bytes_per_token;
   if (t.ndim() < 2) {
     ThrowError("kv-canary: RealKvSource.tensor must be at least 2-D, got shape ", t.ShapeString());
   }
@@ -56,6 +63,14 @@ void ValidateRealKvSource(const RealKvSource& source) {
     ThrowError("kv-canary: RealKvSource.tensor data pointer must be 16-byte aligned, got 0x",
                std::hex, address);
   }
+}
+
+}  // namespace
+
+void ValidateRealKvSource(const RealKvSource& source) {
+  check::Present(source.tensor, "RealKvSource.tensor");
+  CheckSourceScalars(source);
+  CheckSourceTensor(source);
 }
 
 RealKvSource MakeRealKvSource(const TensorView& tensor, int64_t page_size,
