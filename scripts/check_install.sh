@@ -13,6 +13,9 @@
 #
 #   bash scripts/check_install.sh                    (everything; JOBS=N parallel builds, default 1)
 #   bash scripts/check_install.sh --reuse build/default
+#   bash scripts/check_install.sh --deb build/default   (as root: the tree packed with cpack -G DEB,
+#        installed with dpkg -i into /usr, the examples built against it, the package removed again;
+#        what .ci/run does)
 # KVCANARY_CMAKE_ARGS adds arguments to the configure steps (e.g. -DCMAKE_CXX_COMPILER_LAUNCHER=ccache).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -27,7 +30,7 @@ command -v ninja >/dev/null && consumer+=(-G Ninja)
 configure=("${consumer[@]}" "${extra_args[@]}")
 say() { echo "== check_install: $*"; }
 
-if [[ ${1:-} == --reuse ]]; then
+if [[ ${1:-} == --reuse || ${1:-} == --deb ]]; then
   build=$(cd "$2" && pwd)
 else
   build=$work/build
@@ -37,11 +40,25 @@ else
   nice cmake --build "$build" -j "$jobs" >"$work/build.log"
 fi
 
-prefix=$work/prefix
-say "install into $prefix"
-cmake --install "$build" --prefix "$prefix" >"$work/install.log"
-config=$(find "$prefix" -name kvcanaryConfig.cmake)
-pc=$(find "$prefix" -name kvcanary.pc)
+if [[ ${1:-} == --deb ]]; then
+  if dpkg-query -W kvcanary >/dev/null 2>&1; then
+    echo "check_install: a kvcanary package is already installed; not replacing it"; exit 1
+  fi
+  say "pack $build with cpack -G DEB and install it with dpkg -i"
+  (cd "$work" && cpack -G DEB --config "$build/CPackConfig.cmake" >"$work/cpack.log") ||
+    { cat "$work/cpack.log"; exit 1; }
+  deb=$(ls "$work"/*.deb)
+  dpkg-deb --info "$deb" | grep -E '^ (Package|Version):'
+  dpkg -i "$deb" >"$work/dpkg.log"
+  trap 'dpkg -r kvcanary >/dev/null; rm -rf "$work"' EXIT
+  prefix=/usr
+else
+  prefix=$work/prefix
+  say "install into $prefix"
+  cmake --install "$build" --prefix "$prefix" >"$work/install.log"
+fi
+config=$(find "$prefix/lib" "$prefix/share" -name kvcanaryConfig.cmake 2>/dev/null | head -1)
+pc=$(find "$prefix/lib" "$prefix/share" -name kvcanary.pc 2>/dev/null | head -1)
 for file in include/kvcanary/kvcanary.h include/kvcanary/version.h \
             include/kvcanary/runtime/canary_manager.h; do
   [[ -f $prefix/$file ]] || { echo "missing after install: $file"; exit 1; }
@@ -83,7 +100,7 @@ for name, text in regions:
 print(f"{len(regions)} regions found in README.md")
 PY
 
-if [[ ${1:-} != --reuse ]]; then
+if [[ -z ${1:-} ]]; then
   say "examples/subdirectory: kvcanary through add_subdirectory"
   "${configure[@]}" -S examples/subdirectory -B "$work/subdirectory" >"$work/subdirectory.log"
   nice cmake --build "$work/subdirectory" -j "$jobs" --target engine_loop \
