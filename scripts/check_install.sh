@@ -74,8 +74,10 @@ run_example() {
     { echo "mode none: the example did not report the null install"; exit 1; }
 }
 
-say "examples/cpp with find_package(kvcanary)"
-"${consumer[@]}" -S examples/cpp -B "$work/example" -DCMAKE_PREFIX_PATH="$prefix" \
+say "examples/cpp, copied out of the repository, with find_package(kvcanary)"
+# A consumer outside the source tree: only the installed package can satisfy its includes.
+cp -r examples/cpp "$work/consumer"
+"${consumer[@]}" -S "$work/consumer" -B "$work/example" -DCMAKE_PREFIX_PATH="$prefix" \
   >"$work/example.log"
 cmake --build "$work/example" >>"$work/example.log" || { cat "$work/example.log"; exit 1; }
 run_example "$work/example/engine_loop"
