@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs the Python package the way a user does (pip, from python/, nothing downloaded) into a
 # temporary target directory, then runs the Python test suite against that installed copy: the
-# tests import kvcanary from the target, never from a build tree (checked before they run).
+# tests import kvcanary from the target, never from a build tree (checked before they run); then
+# the Python example runs against it.
 #
 #   bash scripts/check_pip.sh          (KVCANARY_CMAKE_ARGS passes CMake arguments to the build;
 #                                       default -DKVCANARY_CUDA=OFF)
@@ -25,4 +26,6 @@ echo "== check_pip: kvcanary $(PYTHONPATH=$work/site "$python" -c \
   'import kvcanary; print(kvcanary.__version__)') imported from $location"
 PYTHONPATH=$work/site PYTHONDONTWRITEBYTECODE=1 "$python" -m pytest "$root/python/tests" -q \
   -p no:cacheprovider
+echo "== check_pip: examples/python/engine_loop.py against the installed package"
+PYTHONPATH=$work/site "$python" "$root/examples/python/engine_loop.py"
 echo "== check_pip: PASS"
