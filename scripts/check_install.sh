@@ -102,7 +102,7 @@ for name, text in regions:
 print(f"{len(regions)} regions found in README.md")
 PY
 
-if [[ -z ${1:-} ]]; then
+if [[ ${1:-} != --reuse ]]; then  # the ctest test skips it: it would build kvcanary again
   say "examples/subdirectory: kvcanary through add_subdirectory"
   "${configure[@]}" -S examples/subdirectory -B "$work/subdirectory" >"$work/subdirectory.log"
   nice cmake --build "$work/subdirectory" -j "$jobs" --target engine_loop \
