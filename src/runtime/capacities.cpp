@@ -38,7 +38,7 @@ Capacities Capacities::FromArgs(int64_t req_to_token_pool_size, int64_t max_seq_
   capacities.write_req_capacity = std::max(cuda_graph_max_bs, req_to_token_pool_size);
   const int64_t decode_tokens =
       CheckedMul("per_forward_write_entry_capacity", capacities.write_req_capacity,
-                      std::max<int64_t>(1, speculative_num_draft_tokens));
+                 std::max<int64_t>(1, speculative_num_draft_tokens));
   const bool chunk_limited = chunked_prefill_size.has_value() && *chunked_prefill_size >= 0;
   const int64_t prefill_tokens =
       chunk_limited ? std::min(max_prefill_tokens, *chunked_prefill_size) : max_prefill_tokens;

@@ -13,20 +13,22 @@ namespace {
 
 constexpr const char* kVariable = "KVCANARY_INCIDENT_FILE";
 
-// Writes every line through `file` and closes it; 0 on success, else the errno of the first
-// failure (EIO when the C library left none).
+// The errno of the call that just failed, or EIO when the C library left none.
+int FailureReason() { return errno != 0 ? errno : EIO; }
+
+// Writes every line through `file` and closes it; 0 on success, else the first FailureReason().
 int WriteAndClose(std::FILE* file, const std::vector<std::string>& lines) {
   int reason = 0;
   for (const std::string& line : lines) {
     if (std::fwrite(line.data(), 1, line.size(), file) != line.size() ||
         std::fputc('\n', file) == EOF) {
-      reason = errno != 0 ? errno : EIO;
+      reason = FailureReason();
       break;
     }
   }
   // Buffered bytes reach the disk only here: a full disk shows up at the flush or the close.
-  if (reason == 0 && std::fflush(file) != 0) reason = errno != 0 ? errno : EIO;
-  if (std::fclose(file) != 0 && reason == 0) reason = errno != 0 ? errno : EIO;
+  if (reason == 0 && std::fflush(file) != 0) reason = FailureReason();
+  if (std::fclose(file) != 0 && reason == 0) reason = FailureReason();
   return reason;
 }
 
@@ -48,7 +50,7 @@ std::optional<std::string> IncidentFile::Append(const std::vector<std::string>& 
   if (path_.empty() || lines.empty()) return std::nullopt;
   errno = 0;
   std::FILE* file = std::fopen(path_.c_str(), "a");
-  const int reason = file == nullptr ? (errno != 0 ? errno : EIO) : WriteAndClose(file, lines);
+  const int reason = file == nullptr ? FailureReason() : WriteAndClose(file, lines);
   if (reason == 0) return std::nullopt;
   failures_ += 1;
   if (failures_ != next_reported_failure_) return std::nullopt;

@@ -113,8 +113,7 @@ const std::vector<SimFlag>& SimFlagTable() {
 
 std::string FlagRange(const SimFlag& flag) {
   switch (flag.kind) {
-    case FlagKind::kInteger:
-    {
+    case FlagKind::kInteger: {
       // Appended, not `"[" + ...`: GCC 12 at -O3 reports a false -Wrestrict on that chain.
       std::string range = "[";
       range.append(std::to_string(flag.min)).append(", ").append(std::to_string(flag.max));
