@@ -1,8 +1,10 @@
-// The simulator's options: a fuzzed scenario name, then fuzzed overrides of a preset's fields, as
-// `kvcanary sim` applies its flags, then ValidateOptions. Bad options must end in a one-line
-// UsageError; options that validate resolve to fault classes that all apply.
+// The simulator's options: a fuzzed scenario name, then fuzzed overrides of a preset's fields
+// (directly, or as flag text through the flag table's parser, as `kvcanary sim` applies its
+// flags), then ValidateOptions. Bad options must end in a one-line UsageError; options that
+// validate resolve to fault classes that all apply.
 #include <string>
 
+#include "sim/sim_flags.h"
 #include "sim/sim_options.h"
 #include "tests/fuzz/fuzz_tensors.h"
 
@@ -20,8 +22,33 @@ constexpr std::string SimOptions::*kStringFields[] = {&SimOptions::device, &SimO
                                                       &SimOptions::real_data, &SimOptions::faults,
                                                       &SimOptions::progress};
 
+// A flag's value as the command line gives it, through the flag table's strict parser: an
+// accepted integer lies in the flag's range, a refused text changes nothing.
+void SetFlagText(FuzzedDataProvider& in, SimOptions& options) {
+  const auto& table = kvcanary::sim::SimFlagTable();
+  const kvcanary::sim::SimFlag& flag =
+      table[in.ConsumeIntegralInRange<size_t>(0, table.size() - 1)];
+  const std::string text = in.ConsumeRandomLengthString(24);
+  const std::string before = kvcanary::sim::FlagValue(flag, options);
+  try {
+    kvcanary::sim::SetFlag(flag, text, options);
+  } catch (const kvcanary::sim::UsageError&) {
+    if (kvcanary::sim::FlagValue(flag, options) != before) {
+      std::fprintf(stderr, "fuzz: --%s '%s' was refused but changed the option\n", flag.name,
+                   text.c_str());
+      std::abort();
+    }
+    throw;
+  }
+  if (flag.kind == kvcanary::sim::FlagKind::kInteger &&
+      (options.*flag.integer < flag.min || options.*flag.integer > flag.max)) {
+    std::fprintf(stderr, "fuzz: --%s '%s' accepted outside its range\n", flag.name, text.c_str());
+    std::abort();
+  }
+}
+
 void Override(FuzzedDataProvider& in, SimOptions& options) {
-  switch (in.ConsumeIntegralInRange<int>(0, 3)) {
+  switch (in.ConsumeIntegralInRange<int>(0, 4)) {
     case 0:
       options.*kIntFields[in.ConsumeIntegralInRange<size_t>(0, std::size(kIntFields) - 1)] =
           // The whole int64 range: ValidateOptions bounds every flag first and checks its sums.
@@ -34,6 +61,9 @@ void Override(FuzzedDataProvider& in, SimOptions& options) {
     case 2:
       (in.ConsumeBool() ? options.follow_up_prob : options.arrivals_per_step) =
           in.ConsumeFloatingPoint<double>();
+      break;
+    case 3:
+      SetFlagText(in, options);
       break;
     default:
       (in.ConsumeBool() ? options.host_tier : options.pd) = in.ConsumeBool();
