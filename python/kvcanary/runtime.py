@@ -12,6 +12,7 @@ Every class takes keyword arguments only, named as the C++ fields; tensors are a
 
 from __future__ import annotations
 
+import weakref
 from typing import Any, Iterator
 
 from kvcanary import _kvcanary
@@ -92,52 +93,29 @@ def _dense_pages(tensor: Any) -> bool:
 
 
 class PrometheusCollector:
-    """A prometheus_client collector of one runtime's ``stats()``: the families
-    ``CanaryManager.metrics()`` prints (kvcanary_*), registered with ``registry`` (the default
-    one unless given; None: not registered). Needs ``prometheus_client``."""
-
-    _COUNTERS = (
-        ("violations_total", "Violation rows recorded by the kernels, past the ring included."),
-        ("rows_reported", "Violation rows logged or raised by the reporter."),
-        ("untouched_rows_dropped", "Never-written rows left out of the report."),
-        ("split_steps", "Steps verified in row ranges because a plan overflowed."),
-        ("skipped_steps", "Steps the overflow warner counted."),
-        ("sweep_passes", "Completed sweep passes."),
-        ("health_checks", "Health checks drained."),
-    )
-    _PER_TAG = (
-        ("kernel_runs", "Canary kernel launches per launch tag."),
-        ("protected_tokens", "Tokens whose records were verified or written, per launch tag."),
-        ("violations_by_tag", "Violation rows per launch tag."),
-    )
+    """A prometheus_client collector of one runtime: on every scrape, the kvcanary_* metric
+    families of ``canary.metrics()`` (the same snapshot as ``stats()``: per-tag counters labelled
+    ``launch_tag``, the scalar counters, the two gauges), with the runtime's own names and help
+    texts. Registered with ``registry``: prometheus_client's default registry unless given; None
+    registers nothing. It holds the runtime weakly: once the runtime is gone a scrape yields
+    nothing from it. Needs ``prometheus_client``."""
 
     def __init__(self, canary: CanaryManager, registry: Any = "default"):
         from prometheus_client import REGISTRY
 
-        self._canary = canary
+        self._canary = weakref.ref(canary)
         if registry == "default":
             registry = REGISTRY
         if registry is not None:
             registry.register(self)
 
     def collect(self) -> Iterator[Any]:
-        from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+        from prometheus_client.parser import text_string_to_metric_families
 
-        stats = self._canary.stats()
-        for key, help_text in self._COUNTERS:
-            name = key if key.endswith("_total") else key + "_total"
-            yield CounterMetricFamily(f"kvcanary_{name}", help_text, value=stats[key])
-        for key, help_text in self._PER_TAG:
-            family = CounterMetricFamily(f"kvcanary_{key}_total", help_text, labels=["launch_tag"])
-            for tag, value in stats[key].items():
-                family.add_metric([tag], value)
-            yield family
-        yield GaugeMetricFamily("kvcanary_last_violation_step",
-                                "Step of the last reported violation; -1 = none.",
-                                value=stats["last_violation_step"])
-        yield GaugeMetricFamily("kvcanary_ring_overflow",
-                                "1 when violations overflowed the ring.",
-                                value=int(stats["ring_overflow"]))
+        canary = self._canary()
+        if canary is None:
+            return iter(())
+        return text_string_to_metric_families(canary.metrics())
 
 
 __all__ = [
