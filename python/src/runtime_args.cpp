@@ -33,6 +33,19 @@ Field<T> ObjectField(const char* name, py::object T::*member) {
           [member](T& t, py::handle v) { t.*member = py::reinterpret_borrow<py::object>(v); }};
 }
 
+// A per-step probability, named by its keyword (PerturbConfig::Validate names the variable).
+Field<PerturbConfig> ProbabilityField(const char* name, double PerturbConfig::*member) {
+  Field<PerturbConfig> field = NumberField(name, member);
+  field.set = [member, name](PerturbConfig& p, py::handle v) {
+    const double probability = NumberArg(v, name);
+    if (!(probability >= 0 && probability <= 1)) {
+      ThrowError("kv-canary: ", name, " must be in [0, 1], got ", probability);
+    }
+    p.*member = probability;
+  };
+  return field;
+}
+
 std::string Lowercase(std::string text) {
   for (char& c : text) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   return text;
@@ -79,11 +92,11 @@ const FieldTable<Config>& ConfigFields() {
 
 const FieldTable<PerturbConfig>& PerturbConfigFields() {
   static const FieldTable<PerturbConfig> table = {
-      NumberField("req_to_token_prob", &PerturbConfig::req_to_token_prob),
-      NumberField("real_kv_used_prob", &PerturbConfig::real_kv_used_prob),
-      NumberField("real_kv_unused_cache_prob", &PerturbConfig::real_kv_unused_cache_prob),
-      NumberField("real_kv_post_forward_prob", &PerturbConfig::real_kv_post_forward_prob),
-      NumberField("next_token_swap_prob", &PerturbConfig::next_token_swap_prob),
+      ProbabilityField("req_to_token_prob", &PerturbConfig::req_to_token_prob),
+      ProbabilityField("real_kv_used_prob", &PerturbConfig::real_kv_used_prob),
+      ProbabilityField("real_kv_unused_cache_prob", &PerturbConfig::real_kv_unused_cache_prob),
+      ProbabilityField("real_kv_post_forward_prob", &PerturbConfig::real_kv_post_forward_prob),
+      ProbabilityField("next_token_swap_prob", &PerturbConfig::next_token_swap_prob),
       {"target_group",
        [](const PerturbConfig& p) -> py::object {
          if (!p.target_group) return py::none();
