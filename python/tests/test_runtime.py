@@ -4,6 +4,8 @@ view and the shared canary buffer. CPU torch tensors; the CUDA case skips withou
 
 import gc
 
+import numpy as np
+
 import pytest
 import torch
 from runtime_engine import Engine
@@ -269,3 +271,19 @@ def test_cuda_clean_steps_and_corruption():
     with pytest.raises(kvcanary.CorruptionError):
         for _ in range(3):
             engine.step(canary)
+
+
+def test_paged_layer_bytes_views_pages_without_a_copy():
+    kv = torch.zeros(2, 5, 4, 2, 8, dtype=torch.bfloat16)  # vLLM: [2, blocks, block, heads, dim]
+    pages = kvr.paged_layer_bytes(kv[1])
+    assert pages.shape == (5, 4 * 2 * 8 * 2) and pages.dtype == torch.uint8
+    pages[3, 0] = 0x80  # the low byte of block 3, token 0, head 0, element 0
+    assert kv[1, 3, 0, 0, 0].view(torch.int16) == 0x80 and not kv[0].any()
+    array = np.zeros((6, 3, 2), dtype=np.float32)
+    assert kvr.paged_layer_bytes(array).shape == (6, 24)
+    kvr.paged_layer_bytes(array)[2, 4] = 1
+    assert array[2, 0, 1] != 0
+    with pytest.raises(ValueError, match="kv-canary: tensor must have dense dims after the first"):
+        kvr.paged_layer_bytes(kv[1].transpose(1, 2))
+    with pytest.raises(ValueError, match="kv-canary: tensor must have dense dims after the first"):
+        kvr.paged_layer_bytes(array.transpose(0, 2, 1))

@@ -36,3 +36,13 @@ def test_example_in_mode_none_runs_unchecked():
     result = run_example("none")
     assert result.returncode == 0, result.stdout + result.stderr
     assert "kvcanary is off" in result.stdout
+
+
+def test_the_docs_example_runs():
+    text = (EXAMPLE.parents[2] / "docs" / "python_runtime.md").read_text()
+    code = text.split("```python\n", 1)[1].split("```", 1)[0]
+    env = dict(os.environ, PYTHONPATH=str(Path(kvcanary.__file__).resolve().parents[1]))
+    result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                            timeout=120)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "step 4: caught [('TAIL_K_FULL', 4)" in result.stdout
