@@ -67,7 +67,8 @@ class ToyEngine:
             batch_size=len(rows), num_tokens=len(ids), req_pool_indices=column(rows),
             prefix_lens=column(prefix), extend_seq_lens=column(extend), input_ids=column(ids),
             positions=column(positions), out_cache_loc=column(slots))
-        host = kvr.ForwardHostInput(req_pool_indices=rows, prefix_lens=prefix, extend_seq_lens=extend)
+        host = kvr.ForwardHostInput(req_pool_indices=rows, prefix_lens=prefix,
+                                    extend_seq_lens=extend)
         return batch, host
 
     def forward(self, batch):

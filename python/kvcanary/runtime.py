@@ -62,7 +62,8 @@ def paged_layer_bytes(tensor: Any) -> Any:
     ``kv[1]``, each ``[num_blocks, block_size * heads * head_dim * itemsize]``. Raises ValueError
     when the page's dimensions are not dense."""
     if tensor.ndim < 2:
-        raise ValueError(f"kv-canary: tensor must have at least 2 dims, got shape {tuple(tensor.shape)}")
+        raise ValueError(
+            f"kv-canary: tensor must have at least 2 dims, got shape {tuple(tensor.shape)}")
     if hasattr(tensor, "untyped_storage") or hasattr(tensor, "storage"):  # torch
         import torch
 

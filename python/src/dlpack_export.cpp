@@ -73,11 +73,10 @@ py::object Capsule(const DlpackBuffer& buffer) {
 void DlpackExport_Register(py::module_& module) {
   py::class_<DlpackBuffer>(module, "_DlpackBuffer",
                            "A runtime-owned buffer for torch.from_dlpack / numpy.from_dlpack.")
-      .def(
-          "__dlpack__",
-          [](const DlpackBuffer& buffer, const py::args&, const py::kwargs&) {
-            return Capsule(buffer);  // the runtime's stream already ordered every write
-          })
+      .def("__dlpack__",
+           [](const DlpackBuffer& buffer, const py::args&, const py::kwargs&) {
+             return Capsule(buffer);  // the runtime's stream already ordered every write
+           })
       .def("__dlpack_device__", [](const DlpackBuffer& buffer) {
         const DLDevice device = DlDeviceOf(buffer.view.device());
         return py::make_tuple(device.device_type, device.device_id);

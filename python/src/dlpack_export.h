@@ -1,7 +1,7 @@
-// DLPack export: a buffer the runtime owns (a canary record buffer) handed to Python without a copy,
-// as an object with __dlpack__ and __dlpack_device__ that torch.from_dlpack and numpy.from_dlpack
-// read. The exported tensor keeps its owner (the Python CanaryManager) alive until the consumer
-// releases it.
+// DLPack export: a buffer the runtime owns (a canary record buffer) handed to Python without a
+// copy, as an object with __dlpack__ and __dlpack_device__ that torch.from_dlpack and
+// numpy.from_dlpack read. The exported tensor keeps its owner (the Python CanaryManager) alive
+// until the consumer releases it.
 #pragma once
 
 #include <pybind11/pybind11.h>

@@ -103,8 +103,8 @@ const FieldTable<PerturbConfig>& PerturbConfigFields() {
          return py::str(Lowercase(runtime::GroupKindName(*p.target_group)));
        },
        [](PerturbConfig& p, py::handle v) {
-         p.target_group = v.is_none() ? std::nullopt
-                                      : std::optional(GroupKindArg(v, "target_group"));
+         p.target_group =
+             v.is_none() ? std::nullopt : std::optional(GroupKindArg(v, "target_group"));
        }},
       Int64Field("warmup_steps", &PerturbConfig::warmup_steps),
       {"seed", [](const PerturbConfig& p) { return py::int_(p.seed); },
@@ -202,19 +202,18 @@ const FieldTable<InstallKeywords>& InstallFields() {
       ArgsField(Int64Field("kv_token_id_vs_position_offset", &A::kv_token_id_vs_position_offset)),
       ArgsField(BoolField("graph_capture", &A::graph_capture)),
       ArgsField(BoolField("piecewise_capture", &A::piecewise_capture)),
-      ArgsField(Field<A>{"num_inner_forwards",
-                         [](const A& a) { return py::int_(a.num_inner_forwards); },
-                         [](A& a, py::handle v) {
-                           a.num_inner_forwards = Int32Arg(v, "num_inner_forwards");
-                         }}),
+      ArgsField(Field<A>{
+          "num_inner_forwards", [](const A& a) { return py::int_(a.num_inner_forwards); },
+          [](A& a, py::handle v) { a.num_inner_forwards = Int32Arg(v, "num_inner_forwards"); }}),
       ArgsField(Field<A>{"capacities", [](const A& a) { return py::cast(a.capacities); },
                          [](A& a, py::handle v) {
                            if (!v.is_none() && !py::isinstance<Capacities>(v)) {
-                             ThrowTypeError("kv-canary: capacities must be a Capacities or None, got ",
-                                            TypeName(v));
+                             ThrowTypeError(
+                                 "kv-canary: capacities must be a Capacities or None, got ",
+                                 TypeName(v));
                            }
-                           a.capacities = v.is_none() ? std::nullopt
-                                                      : std::optional(v.cast<Capacities>());
+                           a.capacities =
+                               v.is_none() ? std::nullopt : std::optional(v.cast<Capacities>());
                          }}),
       ArgsField(Field<A>{"perturb", [](const A& a) { return py::cast(a.perturb); },
                          [](A& a, py::handle v) {
@@ -278,13 +277,15 @@ Device DeviceArg(py::handle device, const TensorView& reference) {
 }
 
 // A layer's tokens per page given, its bytes per token derived from its page bytes.
-int64_t DerivedBytesPerToken(const TensorView& k_bytes, int64_t page_size, const std::string& name) {
+int64_t DerivedBytesPerToken(const TensorView& k_bytes, int64_t page_size,
+                             const std::string& name) {
   if (!k_bytes.defined()) return 0;
-  if (page_size <= 0) ThrowError("kv-canary: ", name, ".page_size must be positive, got ", page_size);
+  if (page_size <= 0)
+    ThrowError("kv-canary: ", name, ".page_size must be positive, got ", page_size);
   const int64_t page_bytes = k_bytes.size(1);
   if (page_bytes % page_size != 0) {
-    ThrowError("kv-canary: ", name, ".bytes_per_token must be given when the page bytes of ",
-               name, ".k_layer0 (", page_bytes, ") are not a multiple of page_size (", page_size,
+    ThrowError("kv-canary: ", name, ".bytes_per_token must be given when the page bytes of ", name,
+               ".k_layer0 (", page_bytes, ") are not a multiple of page_size (", page_size,
                "), got None");
   }
   return page_bytes / page_size;

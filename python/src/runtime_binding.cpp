@@ -4,8 +4,8 @@
 #include <pybind11/stl.h>
 
 #include "dlpack_export.h"
-#include "runtime_canary.h"
 #include "kvcanary/runtime/violation_format.h"
+#include "runtime_canary.h"
 
 namespace py = pybind11;
 
@@ -14,14 +14,16 @@ namespace {
 
 using runtime::Capacities;
 using runtime::Config;
-using runtime::ForwardHostInput;
 using runtime::PerturbConfig;
 
 void RegisterArgumentClasses(py::module_& m) {
-  py::class_<Config> config(m, "Config", "The runtime's switches; keywords are the C++ field names.");
-  BindKeywordClass<Config>(config, &ConfigFields(), "Config", [](const Config& c) { c.Validate(); });
-  config.def_static("from_env", [] { return Config::FromEnv(); },
-                    "Every KVCANARY_* variable of the process environment, as Config::FromEnv.");
+  py::class_<Config> config(m, "Config",
+                            "The runtime's switches; keywords are the C++ field names.");
+  BindKeywordClass<Config>(config, &ConfigFields(), "Config",
+                           [](const Config& c) { c.Validate(); });
+  config.def_static(
+      "from_env", [] { return Config::FromEnv(); },
+      "Every KVCANARY_* variable of the process environment, as Config::FromEnv.");
   py::class_<PerturbConfig> perturb(m, "PerturbConfig", "Fault injection, testing only.");
   BindKeywordClass<PerturbConfig>(perturb, &PerturbConfigFields(), "PerturbConfig",
                                   [](const PerturbConfig& p) { p.Validate(); });
@@ -32,8 +34,9 @@ void RegisterArgumentClasses(py::module_& m) {
   BindKeywordClass<GroupSpecArgs>(group, &GroupSpecFields(), "GroupSpec");
   py::class_<ForwardBatchArgs> batch(m, "ForwardBatch", "One forward's device tensors.");
   BindKeywordClass<ForwardBatchArgs>(batch, &ForwardBatchFields(), "ForwardBatch");
-  py::class_<ForwardHostInput> host(m, "ForwardHostInput", "One forward as the host sees it.");
-  BindKeywordClass<ForwardHostInput>(host, &ForwardHostInputFields(), "ForwardHostInput");
+  py::class_<runtime::ForwardHostInput> host(m, "ForwardHostInput",
+                                             "One forward as the host sees it.");
+  BindKeywordClass<runtime::ForwardHostInput>(host, &ForwardHostInputFields(), "ForwardHostInput");
 }
 
 void RegisterViolation(py::module_& m) {
@@ -48,11 +51,13 @@ void RegisterViolation(py::module_& m) {
       {"expected_aux", &ViolationRow::expected_aux},
       {"fail_reason_bits", &ViolationRow::fail_reason_bits}};
   for (const auto& [name, member] : fields) {
-    violation.def_property_readonly(name, [member = member](const Violation& v) { return v.row.*member; });
+    violation.def_property_readonly(
+        name, [member = member](const Violation& v) { return v.row.*member; });
   }
   violation.def_readonly("step", &Violation::step)
-      .def_property_readonly("launch_tag",
-                             [](const Violation& v) { return runtime::LaunchTagLabel(v.row.kernel_kind); })
+      .def_property_readonly(
+          "launch_tag",
+          [](const Violation& v) { return runtime::LaunchTagLabel(v.row.kernel_kind); })
       .def_property_readonly(
           "fail_reasons",
           [](const Violation& v) { return runtime::FailReasonLabels(v.row.fail_reason_bits, ","); })

@@ -73,29 +73,34 @@ PyRadixView::NodeId PyRadixView::Root() const {
 }
 
 std::vector<PyRadixView::NodeId> PyRadixView::Children(NodeId node) const {
-  return Call("children", std::vector<NodeId>{},
-              [](py::handle r, const std::string& n) { return Int64ListArg(r, n); }, node);
+  return Call(
+      "children", std::vector<NodeId>{},
+      [](py::handle r, const std::string& n) { return Int64ListArg(r, n); }, node);
 }
 
 int64_t PyRadixView::KeyLength(NodeId node) const {
-  return Call("key_length", int64_t{0},
-              [](py::handle r, const std::string& n) { return Int64Arg(r, n); }, node);
+  return Call(
+      "key_length", int64_t{0}, [](py::handle r, const std::string& n) { return Int64Arg(r, n); },
+      node);
 }
 
 std::vector<int64_t> PyRadixView::DeviceSlots(NodeId node) const {
-  return Call("device_slots", std::vector<int64_t>{},
-              [](py::handle r, const std::string& n) { return Int64ListArg(r, n); }, node);
+  return Call(
+      "device_slots", std::vector<int64_t>{},
+      [](py::handle r, const std::string& n) { return Int64ListArg(r, n); }, node);
 }
 
 // A failed lock query answers "locked", so the sweep skips the node rather than read it.
 bool PyRadixView::IsLocked(NodeId node, bool swa_component) const {
-  return Call("is_locked", true, [](py::handle r, const std::string& n) { return BoolArg(r, n); },
-              node, swa_component);
+  return Call(
+      "is_locked", true, [](py::handle r, const std::string& n) { return BoolArg(r, n); }, node,
+      swa_component);
 }
 
 bool PyRadixView::IsSwaResident(NodeId node) const {
-  return Call("is_swa_resident", false,
-              [](py::handle r, const std::string& n) { return BoolArg(r, n); }, node);
+  return Call(
+      "is_swa_resident", false, [](py::handle r, const std::string& n) { return BoolArg(r, n); },
+      node);
 }
 
 }  // namespace kvcanary::python

@@ -18,8 +18,9 @@ class BusyGuard {
  public:
   explicit BusyGuard(std::atomic<bool>& busy) : busy_(busy) {
     if (busy_.exchange(true)) {
-      ThrowError("kv-canary: CanaryManager is busy in another thread's call; the runtime is "
-                 "single-threaded, call it from one thread");
+      ThrowError(
+          "kv-canary: CanaryManager is busy in another thread's call; the runtime is "
+          "single-threaded, call it from one thread");
     }
   }
   ~BusyGuard() { busy_ = false; }
@@ -44,7 +45,8 @@ class BusyGuard {
 // Per-tag counters by launch tag name.
 py::dict PerTag(const std::array<int64_t, kNumLaunchTags>& values) {
   py::dict out;
-  for (int tag = 0; tag < kNumLaunchTags; ++tag) out[py::str(runtime::LaunchTagLabel(tag))] = values[tag];
+  for (int tag = 0; tag < kNumLaunchTags; ++tag)
+    out[py::str(runtime::LaunchTagLabel(tag))] = values[tag];
   return out;
 }
 

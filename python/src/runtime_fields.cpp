@@ -8,7 +8,8 @@ void CheckTensorArg(py::handle value, std::string_view name) {
   if (value.is_none() || py::hasattr(value, "__dlpack__") || PyObject_CheckBuffer(value.ptr())) {
     return;
   }
-  ThrowTypeError("kv-canary: ", name, " must be a tensor that supports DLPack (__dlpack__) or None, got ",
+  ThrowTypeError("kv-canary: ", name,
+                 " must be a tensor that supports DLPack (__dlpack__) or None, got ",
                  TypeName(value));
 }
 

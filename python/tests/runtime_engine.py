@@ -55,20 +55,21 @@ class Engine:
 
     def schedule(self):
         """Rows 1.. prefill their prompt on their first step, then decode one token a step."""
-        rows, prefix, extend, ids, positions, slots = [], [], [], [], [], []
+        spans = []  # (row, first new position, end)
         for row in range(1, self.rows):
             begin = self.lengths[row]
-            end = self.prompt if begin == 0 else begin + 1
-            rows.append(row)
-            prefix.append(begin)
-            extend.append(end - begin)
-            for position in range(begin, end):
-                self.req_to_token[row, position] = self.next_slot
-                ids.append(self.token(row, position))
-                positions.append(position)
-                slots.append(self.next_slot)
-                self.next_slot += 1
-            self.lengths[row] = end
+            self.lengths[row] = self.prompt if begin == 0 else begin + 1
+            spans.append((row, begin, self.lengths[row]))
+        tokens = [(row, p) for row, begin, end in spans for p in range(begin, end)]
+        slots = list(range(self.next_slot, self.next_slot + len(tokens)))
+        self.next_slot += len(tokens)
+        for (row, p), slot in zip(tokens, slots):
+            self.req_to_token[row, p] = slot
+        ids = [self.token(row, p) for row, p in tokens]
+        positions = [p for _, p in tokens]
+        rows = [row for row, _, _ in spans]
+        prefix = [begin for _, begin, _ in spans]
+        extend = [end - begin for _, begin, end in spans]
         as_tensor = lambda values: torch.tensor(values, dtype=torch.int64, device=self.device)
         batch = kvr.ForwardBatch(
             batch_size=len(rows), num_tokens=len(ids), req_pool_indices=as_tensor(rows),

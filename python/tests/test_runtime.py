@@ -65,7 +65,8 @@ def test_env_mode_none_installs_nothing(monkeypatch):
 def test_corrupted_record_caught_in_mode_log():
     engine = Engine()
     lines = []
-    canary = engine.install(kvr.Config(mode="log"), log=lambda level, text: lines.append((level, text)))
+    canary = engine.install(kvr.Config(mode="log"),
+                            log=lambda level, text: lines.append((level, text)))
     rows = run_clean(engine, canary, steps=2)
     expected = engine.corrupt_record(canary, row=1, position=2)
     for _ in range(3):
@@ -259,7 +260,8 @@ def test_sizes():
     capacities = canary.capacities
     assert capacities.write_entry_capacity >= 64 and capacities.write_req_capacity >= 4
     forced = kvr.Capacities(verify_capacity=64, write_req_capacity=8, write_entry_capacity=64)
-    assert engine.install(kvr.Config(mode="log"), capacities=forced).capacities.verify_capacity == 64
+    smaller = engine.install(kvr.Config(mode="log"), capacities=forced)
+    assert smaller.capacities.verify_capacity == 64
 
 
 @pytest.mark.skipif(not HAVE_CUDA, reason="needs a GPU and kvcanary's CUDA backend")

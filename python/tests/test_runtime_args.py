@@ -20,21 +20,28 @@ TYPE = kvcanary.KvCanaryTypeError
     (lambda: kvr.Config(ring_capacity=16.0), TYPE, "ring_capacity must be an int, got float"),
     (lambda: kvr.Config(fused_verify=1), TYPE, "fused_verify must be a bool, got int"),
     (lambda: kvr.Config(mode="none", sweep_interval=5), ValueError, "sweep_interval"),
-    (lambda: kvr.Config(ringcapacity=5), TYPE, "Config got an unexpected keyword argument 'ringcapacity'"),
+    (lambda: kvr.Config(ringcapacity=5), TYPE,
+     "Config got an unexpected keyword argument 'ringcapacity'"),
     (lambda: kvr.Config("log"), TYPE, "Config takes keyword arguments only, got 1 positional"),
     (lambda: kvr.PerturbConfig(req_to_token_prob="x"), TYPE, "req_to_token_prob must be a number"),
-    (lambda: kvr.PerturbConfig(req_to_token_prob=2.0), ValueError, "req_to_token_prob must be in [0, 1], got 2"),
-    (lambda: kvr.PerturbConfig(target_group="mla"), ValueError, "target_group must be 'full' or 'swa', got 'mla'"),
+    (lambda: kvr.PerturbConfig(req_to_token_prob=2.0), ValueError,
+     "req_to_token_prob must be in [0, 1], got 2"),
+    (lambda: kvr.PerturbConfig(target_group="mla"), ValueError,
+     "target_group must be 'full' or 'swa', got 'mla'"),
     (lambda: kvr.GroupSpec(kind="mla"), ValueError, "kind must be 'full' or 'swa', got 'mla'"),
     (lambda: kvr.GroupSpec(num_slots="8"), TYPE, "num_slots must be an int, got str"),
     (lambda: kvr.GroupSpec(k_layer0=[1, 2]), TYPE, "k_layer0 must be a tensor"),
     (lambda: kvr.GroupSpec(bytes_per_token=True), TYPE, "bytes_per_token must be an int, got bool"),
     (lambda: kvr.ForwardBatch(batch_size=2**63), ValueError, "batch_size must fit in int64"),
     (lambda: kvr.ForwardBatch(input_ids="ids"), TYPE, "input_ids must be a tensor"),
-    (lambda: kvr.ForwardHostInput(prefix_lens=[0, "1"]), TYPE, "prefix_lens[1] must be an int, got str"),
-    (lambda: kvr.ForwardHostInput(prefix_lens=np.array([0.5])), TYPE, "prefix_lens[0] must be an int, got float"),
-    (lambda: kvr.ForwardHostInput(extend_seq_lens=3), TYPE, "extend_seq_lens must be a list of ints"),
-    (lambda: kvr.Capacities(verify_capacity=None), TYPE, "verify_capacity must be an int, got None"),
+    (lambda: kvr.ForwardHostInput(prefix_lens=[0, "1"]), TYPE,
+     "prefix_lens[1] must be an int, got str"),
+    (lambda: kvr.ForwardHostInput(prefix_lens=np.array([0.5])), TYPE,
+     "prefix_lens[0] must be an int, got float"),
+    (lambda: kvr.ForwardHostInput(extend_seq_lens=3), TYPE,
+     "extend_seq_lens must be a list of ints"),
+    (lambda: kvr.Capacities(verify_capacity=None), TYPE,
+     "verify_capacity must be an int, got None"),
 ])
 def test_argument_classes_refuse(make, error, message):
     with pytest.raises(error, match="^kv-canary: " + _escape(message)):
@@ -91,11 +98,13 @@ def test_install_refuses_layers_it_cannot_read_as_pages():
     transposed = torch.zeros(engine.slots, 8, 2, dtype=torch.bfloat16).transpose(1, 2)
     with pytest.raises(ValueError, match=r"^kv-canary: groups\[0\]\.k_layer0 must have dense dims "
                                          r"after the first"):
-        engine.install(kvr.Config(mode="log", real_data="all"), groups=[engine.group(k_layer0=transposed)])
+        engine.install(kvr.Config(mode="log", real_data="all"),
+                       groups=[engine.group(k_layer0=transposed)])
     with pytest.raises(ValueError, match=r"^kv-canary: groups\[0\]\.bytes_per_token must be given"):
         engine.install(kvr.Config(mode="log"), groups=[engine.group(page_size=3)])
     flat = torch.zeros(engine.slots * 32, dtype=torch.uint8)
-    with pytest.raises(ValueError, match=r"^kv-canary: groups\[0\]\.v_layer0 must have at least 2 dims"):
+    with pytest.raises(ValueError,
+                       match=r"^kv-canary: groups\[0\]\.v_layer0 must have at least 2 dims"):
         engine.install(kvr.Config(mode="log"), groups=[engine.group(v_layer0=flat)])
 
 
@@ -116,13 +125,17 @@ def refused_calls(engine, canary):
         (lambda: canary.begin_step(batch, [host]), TYPE, "forwards must be a list of ForwardBatch"),
         (lambda: canary.begin_step([batch], [host, host]), ValueError,
          "host must hold one ForwardHostInput per ForwardBatch (1), got 2"),
-        (lambda: canary.begin_step([host], [host]), TYPE, "forwards[0] must be a ForwardBatch, got "),
+        (lambda: canary.begin_step([host], [host]), TYPE,
+         "forwards[0] must be a ForwardBatch, got "),
         (lambda: canary.begin_step([batch], [batch]), TYPE, "host[0] must be a ForwardHostInput"),
         (lambda: canary.pre_forward("0"), TYPE, "inner must be an int, got str"),
         (lambda: canary.post_forward(2**40), ValueError, "inner must fit in int32"),
-        (lambda: canary.on_violation(5), TYPE, "callback must be a callable(row, step) or None, got int"),
-        (lambda: canary.attach_radix_cache(object()), TYPE, "view must have a method root(), got object"),
-        (lambda: canary.canary_buffer("mla", True, False), ValueError, "kind must be 'full' or 'swa'"),
+        (lambda: canary.on_violation(5), TYPE,
+         "callback must be a callable(row, step) or None, got int"),
+        (lambda: canary.attach_radix_cache(object()), TYPE,
+         "view must have a method root(), got object"),
+        (lambda: canary.canary_buffer("mla", True, False), ValueError,
+         "kind must be 'full' or 'swa'"),
         (lambda: canary.canary_buffer("full", 1, False), TYPE, "tail must be a bool, got int"),
         (lambda: canary.canary_buffer("swa", True, False), ValueError, "kv-canary: "),
     ]

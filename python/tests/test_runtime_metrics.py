@@ -77,8 +77,9 @@ def test_prometheus_collector(corrupted):
     collector = kvr.PrometheusCollector(canary, registry=registry)
     stats = canary.stats()
     assert registry.get_sample_value("kvcanary_violations_total") == stats["violations_total"]
+    tail_k = {"launch_tag": "TAIL_K_FULL"}
     assert registry.get_sample_value("kvcanary_protected_tokens_total",
-                                     {"launch_tag": "TAIL_K_FULL"}) == stats["protected_tokens"]["TAIL_K_FULL"]
+                                     tail_k) == stats["protected_tokens"]["TAIL_K_FULL"]
     assert registry.get_sample_value("kvcanary_ring_overflow") == 0
     text = prometheus_client.generate_latest(registry).decode()
     assert "# TYPE kvcanary_violations_total counter" in text
@@ -95,6 +96,7 @@ def test_prometheus_collector_follows_the_runtime_weakly():
     kvr.PrometheusCollector(canary, registry=registry)
     engine.step(canary)
     engine.step(canary)
-    assert registry.get_sample_value("kvcanary_kernel_runs_total", {"launch_tag": "HEAD_K_FULL"}) >= 1
+    head_k = {"launch_tag": "HEAD_K_FULL"}
+    assert registry.get_sample_value("kvcanary_kernel_runs_total", head_k) >= 1
     del canary
     assert registry.get_sample_value("kvcanary_violations_total") is None
