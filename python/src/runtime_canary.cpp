@@ -12,23 +12,33 @@ namespace py = pybind11;
 namespace kvcanary::python {
 namespace {
 
-// The runtime is single-threaded: a second thread entering while a call runs (the GIL is released
-// meanwhile) is refused instead of racing.
-class BusyGuard {
+constexpr const char* kBusyElsewhere =
+    "kv-canary: CanaryManager is busy in another thread's call; the runtime is single-threaded, "
+    "call it from one thread";
+
+// Marks the runtime busy for one call that changes it, on this thread. Refused while any call
+// runs: on another thread (the runtime is single-threaded; the GIL is released meanwhile) or on
+// this one (a callback re-entering would change the runtime under the call in progress).
+class ExclusiveCall {
  public:
-  explicit BusyGuard(std::atomic<bool>& busy) : busy_(busy) {
-    if (busy_.exchange(true)) {
-      ThrowError(
-          "kv-canary: CanaryManager is busy in another thread's call; the runtime is "
-          "single-threaded, call it from one thread");
+  explicit ExclusiveCall(CallGate& gate) : gate_(gate) {
+    if (gate_.busy.exchange(true)) {
+      ThrowError(gate_.owner.load() == std::this_thread::get_id()
+                     ? "kv-canary: a callback must not drive the CanaryManager it was called by; "
+                       "only stats(), metrics(), canary_buffer() and the sizes may be read there"
+                     : kBusyElsewhere);
     }
+    gate_.owner = std::this_thread::get_id();
   }
-  ~BusyGuard() { busy_ = false; }
-  BusyGuard(const BusyGuard&) = delete;
-  BusyGuard& operator=(const BusyGuard&) = delete;
+  ~ExclusiveCall() {
+    gate_.owner = std::thread::id();
+    gate_.busy = false;
+  }
+  ExclusiveCall(const ExclusiveCall&) = delete;
+  ExclusiveCall& operator=(const ExclusiveCall&) = delete;
 
  private:
-  std::atomic<bool>& busy_;
+  CallGate& gate_;
 };
 
 // kvcanary.CorruptionError(message) with .rows, raised as the current Python exception.
@@ -52,6 +62,12 @@ py::dict PerTag(const std::array<int64_t, kNumLaunchTags>& values) {
 
 }  // namespace
 
+void CallGate::CheckRead() const {
+  if (busy && owner.load() != std::this_thread::get_id()) {
+    ThrowError(kBusyElsewhere);
+  }
+}
+
 PyCanaryManager::~PyCanaryManager() {
   // The runtime first (it may log through log_ and reads the tensors until it is gone).
   py::gil_scoped_release release;
@@ -60,7 +76,7 @@ PyCanaryManager::~PyCanaryManager() {
 
 template <typename Call>
 void PyCanaryManager::Run(Call&& call) {
-  BusyGuard busy(busy_);
+  ExclusiveCall exclusive(gate_);
   pending_->Clear();
   call_rows_.clear();
   std::optional<std::string> violation;
@@ -156,7 +172,7 @@ void PyCanaryManager::OnViolation(py::object callback) {
     ThrowTypeError("kv-canary: callback must be a callable(row, step) or None, got ",
                    TypeName(callback));
   }
-  BusyGuard busy(busy_);
+  ExclusiveCall exclusive(gate_);
   violation_callback_ = std::move(callback);
 }
 
@@ -170,13 +186,13 @@ void PyCanaryManager::AttachRadixCache(py::object view) {
     }
     radix = std::make_unique<PyRadixView>(std::move(view), pending_);
   }
-  BusyGuard busy(busy_);
+  ExclusiveCall exclusive(gate_);
   manager_->AttachRadixCache(radix.get());
   radix_ = std::move(radix);  // the previous view is released after the runtime let go of it
 }
 
 py::dict PyCanaryManager::Stats() {
-  BusyGuard busy(busy_);
+  gate_.CheckRead();
   const runtime::MetricsSnapshot s = manager_->Metrics();
   py::dict out;
   out["kernel_runs"] = PerTag(s.kernel_runs);
@@ -195,7 +211,7 @@ py::dict PyCanaryManager::Stats() {
 }
 
 std::string PyCanaryManager::Metrics() {
-  BusyGuard busy(busy_);
+  gate_.CheckRead();
   return manager_->PrometheusText();
 }
 
@@ -204,7 +220,7 @@ py::object PyCanaryManager::CanaryBuffer(py::object self, py::handle kind, py::h
   const runtime::GroupKind group = GroupKindArg(kind, "kind");
   const bool tail_half = BoolArg(tail, "tail");
   const bool v = BoolArg(v_half, "v_half");
-  BusyGuard busy(busy_);
+  gate_.CheckRead();
   const TensorView view = manager_->CanaryBuffer(group, tail_half, v);
   if (!view.defined()) {
     ThrowError("kv-canary: kind, tail, v_half must name a canary buffer of this install, got ",

@@ -13,6 +13,7 @@
 #include <atomic>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "dlpack_import.h"
@@ -26,6 +27,15 @@ namespace kvcanary::python {
 struct Violation {
   ViolationRow row;
   int64_t step = 0;
+};
+
+// Who is inside the runtime: set while a call that changes it runs (with the GIL released).
+struct CallGate {
+  std::atomic<bool> busy{false};
+  std::atomic<std::thread::id> owner{};
+  // Reads (stats, metrics, canary_buffer, sizes) hold the GIL throughout, so they only need to
+  // wait out another thread's call; a callback of this thread's call may read.
+  void CheckRead() const;
 };
 
 class PyCanaryManager {
@@ -50,7 +60,11 @@ class PyCanaryManager {
   std::string Metrics();
   pybind11::object CanaryBuffer(pybind11::object self, pybind11::handle kind, pybind11::handle tail,
                                 pybind11::handle v_half);
-  const runtime::CanaryManager& manager() const { return *manager_; }
+  // The runtime, for a read (CallGate::CheckRead).
+  const runtime::CanaryManager& manager() const {
+    gate_.CheckRead();
+    return *manager_;
+  }
 
  private:
   // Runs `call` on the runtime with the GIL released, then raises a callback's exception, or a
@@ -68,7 +82,7 @@ class PyCanaryManager {
   std::unique_ptr<ImportScope> step_scope_;
   pybind11::list step_kept_;
   std::vector<Violation> call_rows_;  // rows reported during the current call
-  std::atomic<bool> busy_{false};
+  CallGate gate_;
   std::unique_ptr<runtime::CanaryManager> manager_;
 };
 

@@ -3,6 +3,7 @@ CorruptionError), the step protocol's order, tensors kept alive, callbacks that 
 view and the shared canary buffer. CPU torch tensors; the CUDA case skips without a GPU."""
 
 import gc
+import threading
 
 import numpy as np
 
@@ -289,3 +290,48 @@ def test_paged_layer_bytes_views_pages_without_a_copy():
         kvr.paged_layer_bytes(kv[1].transpose(1, 2))
     with pytest.raises(ValueError, match="kv-canary: tensor must have dense dims after the first"):
         kvr.paged_layer_bytes(array.transpose(0, 2, 1))
+
+
+def test_a_listener_may_read_the_runtime_but_not_drive_it():
+    engine = Engine()
+    canary = engine.install(kvr.Config(mode="log"), log=lambda level, text: None)
+    run_clean(engine, canary, steps=2)
+    engine.corrupt_record(canary, row=1, position=2)
+    seen = []
+    canary.on_violation(lambda row, step: seen.append((canary.stats()["rows_reported"],
+                                                       canary.outer_step)))
+    for _ in range(3):
+        engine.step(canary)
+    # Read while the reporter runs: each row is counted before the listener sees it, at the step
+    # the pump runs in (the corruption after step 2 is reported by step 4's end_step).
+    assert seen[:2] == [(1, 4), (2, 4)]
+    canary.on_violation(lambda row, step: canary.abandon_step())
+    with pytest.raises(ValueError, match="kv-canary: a callback must not drive the CanaryManager"):
+        engine.step(canary)
+
+
+def test_a_second_thread_is_refused_while_a_call_runs():
+    engine = Engine()
+    canary = engine.install(kvr.Config(mode="log", sweep_interval=1), log=lambda level, text: None)
+    run_clean(engine, canary, steps=2)
+    inside, done = threading.Event(), threading.Event()
+
+    class SlowRadix(Radix):
+        def children(self, node):
+            inside.set()
+            done.wait(10)  # releases the GIL: the main thread runs meanwhile
+            return super().children(node)
+
+    canary.attach_radix_cache(SlowRadix(engine, 3))
+    worker = threading.Thread(target=engine.step, args=(canary,))
+    worker.start()
+    try:
+        assert inside.wait(10)
+        with pytest.raises(ValueError, match="kv-canary: CanaryManager is busy in another thread"):
+            canary.stats()
+        with pytest.raises(ValueError, match="kv-canary: CanaryManager is busy in another thread"):
+            canary.abandon_step()
+    finally:
+        done.set()
+        worker.join(10)
+    assert canary.outer_step == 3 and canary.stats()["violations_total"] == 0
