@@ -4,6 +4,10 @@ namespace py = pybind11;
 
 namespace kvcanary::python {
 
+std::string ItemName(std::string_view name, size_t i) {
+  return std::string(name) + "[" + std::to_string(i) + "]";
+}
+
 void CheckTensorArg(py::handle value, std::string_view name) {
   if (value.is_none() || py::hasattr(value, "__dlpack__") || PyObject_CheckBuffer(value.ptr())) {
     return;
@@ -26,7 +30,7 @@ std::vector<py::object> TensorListArg(py::handle value, std::string_view name, s
   std::vector<py::object> out;
   for (size_t i = 0; i < items.size(); ++i) {
     const py::object item = items[i];
-    const std::string item_name = std::string(name) + "[" + std::to_string(i) + "]";
+    const std::string item_name = ItemName(name, i);
     if (item.is_none()) ThrowTypeError("kv-canary: ", item_name, " must be a tensor, got None");
     CheckTensorArg(item, item_name);
     out.push_back(item);
@@ -49,7 +53,7 @@ std::vector<int64_t> Int64ListArg(py::handle value, std::string_view name) {
   std::vector<int64_t> out;
   out.reserve(sequence.size());
   for (size_t i = 0; i < sequence.size(); ++i) {
-    out.push_back(Int64Arg(sequence[i], std::string(name) + "[" + std::to_string(i) + "]"));
+    out.push_back(Int64Arg(sequence[i], ItemName(name, i)));
   }
   return out;
 }

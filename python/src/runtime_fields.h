@@ -58,6 +58,9 @@ Field<T> StrField(const char* name, std::string T::*member) {
           [member, name](T& t, pybind11::handle v) { t.*member = StrArg(v, name); }};
 }
 
+// Item `i` of the argument `name`, as messages name it: "groups[2]".
+std::string ItemName(std::string_view name, size_t i);
+
 // None or a DLPack tensor, kept as the Python object: imported when the runtime is called.
 void CheckTensorArg(pybind11::handle value, std::string_view name);
 
@@ -90,6 +93,26 @@ template <typename T>
 Field<T> Int64ListField(const char* name, std::vector<int64_t> T::*member) {
   return {name, [member](const T& t) { return pybind11::cast(t.*member); },
           [member, name](T& t, pybind11::handle v) { t.*member = Int64ListArg(v, name); }};
+}
+
+// A list or tuple of bound `Type` objects (copied out): "kv-canary: {name} must be a list of
+// {type_name}, got ..." / "kv-canary: {name}[i] must be a {type_name}, got ...".
+template <typename Type>
+std::vector<Type> ObjectListArg(pybind11::handle value, const char* name, const char* type_name) {
+  if (!PyList_Check(value.ptr()) && !PyTuple_Check(value.ptr())) {
+    ThrowTypeError("kv-canary: ", name, " must be a list of ", type_name, ", got ",
+                   TypeName(value));
+  }
+  std::vector<Type> out;
+  const pybind11::sequence items = pybind11::reinterpret_borrow<pybind11::sequence>(value);
+  for (size_t i = 0; i < items.size(); ++i) {
+    if (!pybind11::isinstance<Type>(items[i])) {
+      ThrowTypeError("kv-canary: ", ItemName(name, i), " must be a ", type_name, ", got ",
+                     TypeName(items[i]));
+    }
+    out.push_back(items[i].cast<Type>());
+  }
+  return out;
 }
 
 // Sets every keyword of `kwargs` through the table; an unknown keyword raises KvCanaryTypeError
