@@ -27,6 +27,9 @@ Suite StandardSuite() {
       {"decode-256", 256, 4096, 1}, {"decode-1024", 1024, 4096, 1},
       {"long-32", 32, 32768, 1},    {"prefill-2k", 1, 0, 2048},
       {"prefill-8k", 1, 0, 8192},   {"prefill-mixed", 16, 1024, 512},
+      {"decode-256-paged", 256, 4096, 1, kPagedBlockSize},
+      {"prefill-8k-paged", 1, 0, 8192, kPagedBlockSize},
+      {"prefill-mixed-paged", 16, 1024, 512, kPagedBlockSize},
   };
   return suite;
 }
@@ -34,7 +37,7 @@ Suite StandardSuite() {
 Suite QuickSuite() {
   Suite suite = StandardSuite();
   suite.name = "quick";
-  suite.num_slots = Scale(suite.num_slots);
+  suite.num_slots = Scale(suite.num_slots) / kPagedBlockSize * kPagedBlockSize;
   suite.req_to_token_rows = Scale(suite.req_to_token_rows);
   suite.req_to_token_cols = Scale(suite.req_to_token_cols);
   // Small cases time in microseconds; more repetitions steady the median at no real cost.
