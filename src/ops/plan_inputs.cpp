@@ -101,10 +101,9 @@ ReqToTokenParams SlotTableParamsOf(const PlanInputs& in) {
   params.row_stride = table.stride(0);
   params.paged = wide || in.block_size > 1;
   params.block_size = in.block_size;
-  params.block_shift = (in.block_size & (in.block_size - 1)) == 0
-                           ? static_cast<int32_t>(std::countr_zero(
-                                 static_cast<uint64_t>(in.block_size)))
-                           : -1;
+  const auto block_size = static_cast<uint64_t>(in.block_size);
+  params.block_shift =
+      std::has_single_bit(block_size) ? static_cast<int32_t>(std::countr_zero(block_size)) : -1;
   return params;
 }
 
