@@ -30,8 +30,9 @@ int64_t TokenAt(int64_t position) {
 CaseLayout::CaseLayout(const Suite& suite, const BenchCase& shape, int64_t num_requests, Rng& rng)
     : shape_(shape), block_size_(std::max<int64_t>(shape.block_size, 1)) {
   if (shape.block_size != 0 && shape.block_size != kPagedBlockSize) {
-    ThrowDoesNotFit(shape, suite, "the pool's block table has blocks of " +
-                                      std::to_string(kPagedBlockSize) + " tokens");
+    ThrowDoesNotFit(
+        shape, suite,
+        "the pool's block table has blocks of " + std::to_string(kPagedBlockSize) + " tokens");
   }
   if (shape.prefix % block_size_ != 0) ThrowDoesNotFit(shape, suite, "prefix not in whole blocks");
   // In blocks (slots when block_size_ is 1); block 0 holds the padding slot.
@@ -68,9 +69,9 @@ CaseLayout::CaseLayout(const Suite& suite, const BenchCase& shape, int64_t num_r
 
 int64_t CaseLayout::ClassBlock(int64_t block, int64_t index) const {
   const int64_t prefix = shape_.prefix / block_size_;
-  const int64_t start =
-      block < prefix ? block * prefix_class_size_
-                     : prefix * prefix_class_size_ + (block - prefix) * extend_class_size_;
+  const int64_t start = block < prefix
+                            ? block * prefix_class_size_
+                            : prefix * prefix_class_size_ + (block - prefix) * extend_class_size_;
   return blocks_[start + index];
 }
 

@@ -3,8 +3,9 @@
 // v_tail), the K and V tensors the TAIL launches fingerprint, and the
 // violation ring with per-tag counters.
 //
-// Memory, suite standard: req_to_token 4096 x 32768 int32 = 512 MiB, block table 32 MiB; canary buffers 4 x 64 MB;
-// K and V 2 x 512 MB (256 bytes per slot). Suite quick: 1/16 of the slots, 1/256 of the table.
+// Memory, suite standard: req_to_token 4096 x 32768 int32 = 512 MiB, block table 32 MiB; canary
+// buffers 4 x 64 MB; K and V 2 x 512 MB (256 bytes per slot). Suite quick: 1/16 of the slots, 1/256
+// of the table.
 //
 // Thread safety: none; one bench runs its launches one after another.
 #pragma once

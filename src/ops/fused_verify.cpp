@@ -31,8 +31,9 @@ void CheckBlocksTilePool(const FusedVerifyArgs& a) {
   if (lut.defined()) {
     const int64_t full_pool = lut.size(0) - 1;
     if (full_pool % block_size != 0) {
-      ThrowError("kv-canary: block_size must divide the full pool full_to_swa_index_mapping maps "
-                 "(its length - 1 = ", full_pool, "), got block_size=", block_size);
+      ThrowError("kv-canary: block_size must divide the full pool ",
+                 "full_to_swa_index_mapping maps (its length - 1 = ", full_pool,
+                 "), got block_size=", block_size);
     }
     return;
   }

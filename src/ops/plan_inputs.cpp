@@ -13,8 +13,8 @@ sig::SpecList BatchSpecs(const PlanInputs& in, bool needs_extend) {
       sig::In(in.extend_seq_lens, "extend_seq_lens", DType::kInt64, 1, sig::Exactly(bs));
   if (!needs_extend) extend = sig::Optional(extend);
   sig::TensorSpec table = in.block_table.defined()
-                             ? sig::In(in.block_table, "block_table", DType::kInt32, 2)
-                             : sig::In(in.req_to_token, "req_to_token", DType::kInt32, 2);
+                              ? sig::In(in.block_table, "block_table", DType::kInt32, 2)
+                              : sig::In(in.req_to_token, "req_to_token", DType::kInt32, 2);
   table.int32_or_int64 = in.block_table.defined();
   table.layout =
       in.require_contiguous_req_to_token ? sig::Layout::kContiguous : sig::Layout::kRowView;
