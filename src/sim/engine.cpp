@@ -57,8 +57,10 @@ Engine::Engine(const SimOptions& options, std::string name, runtime::LogSink* lo
   table_ = std::make_unique<ReqToTokenTable>(device_, options.max_running_reqs,
                                              options.max_context_len, stream,
                                              options.max_context_len + kShardPadding);
-  allocator_ = std::make_unique<SlotAllocator>(options.num_slots);
-  radix_ = std::make_unique<RadixCache>();
+  // Paged: blocks are the allocation unit, and the cache shares whole blocks.
+  const int64_t unit = std::max<int64_t>(options.block_size, 1);
+  allocator_ = std::make_unique<SlotAllocator>(options.num_slots / unit);
+  radix_ = std::make_unique<RadixCache>(unit);
   SchedulerOptions scheduler_options;
   scheduler_options.max_running_reqs = options.max_running_reqs;
   scheduler_options.chunk_size = options.chunk_size;
@@ -66,8 +68,15 @@ Engine::Engine(const SimOptions& options, std::string name, runtime::LogSink* lo
   scheduler_options.max_context_len = options.max_context_len;
   scheduler_options.prefill_only = role == EngineRole::kPrefill;
   scheduler_options.reuse_prefix = options.swa_window == 0;
+  scheduler_options.block_size = unit;
   role_ = role;
   scheduler_ = std::make_unique<Scheduler>(scheduler_options, *allocator_, *table_, *radix_);
+  if (options.block_size > 0) {
+    blocks_ = std::make_unique<BlockTable>(device_, table_->num_rows(),
+                                           BlocksSpanning(options.max_context_len, unit), unit,
+                                           stream);
+    scheduler_->SetBlockTable(blocks_.get());
+  }
 
   slot_contents_.assign(options.num_slots, {0, 0});
   token_capacity_ = CheckedAdd("batch token capacity",
@@ -140,6 +149,7 @@ void Engine::DescribeForward(const Batch& batch, const ForwardView& view,
                              runtime::StepInput& input) {
   runtime::ForwardHostInput host;
   std::vector<int64_t> ids, slots;
+  size_t token = 0;
   for (const BatchRow& row : batch.rows) {
     host.req_pool_indices.push_back(row.row);
     host.prefix_lens.push_back(row.prefix_len);
@@ -147,7 +157,7 @@ void Engine::DescribeForward(const Batch& batch, const ForwardView& view,
     for (int64_t i = 0; i < row.extend_len; ++i) {
       const int64_t pos = row.prefix_len + i;
       ids.push_back(row.req->tokens[pos]);
-      slots.push_back(row.new_slots[i]);
+      slots.push_back(view.out_cache_loc[token++]);
       // The write-input assert compares with what the sampler produced, not with what the
       // scheduler fed back: the two differ exactly when the feedback path is broken.
       int64_t expected = row.req->tokens[pos];
@@ -195,10 +205,9 @@ void Engine::RunModel(const Batch& batch, const ForwardView& view) {
   int64_t token = 0;
   for (const BatchRow& row : batch.rows) {
     for (int64_t i = 0; i < row.extend_len; ++i, ++token) {
-      pool_->WriteToken(row.new_slots[i], row.req->tokens[row.prefix_len + i],
-                        view.positions[token]);
-      slot_contents_[row.new_slots[i]] = {row.req->tokens[row.prefix_len + i],
-                                          view.positions[token]};
+      const int64_t slot = view.out_cache_loc[token];
+      pool_->WriteToken(slot, row.req->tokens[row.prefix_len + i], view.positions[token]);
+      slot_contents_[slot] = {row.req->tokens[row.prefix_len + i], view.positions[token]};
     }
   }
   // Attention reads every prefix slot through req_to_token (with the stride the engine uses).
@@ -252,6 +261,7 @@ bool Engine::Step(int64_t step, EngineHooks& hooks) {
   ForwardView view;
   for (const BatchRow& row : batch.rows) {
     for (int64_t i = 0; i < row.extend_len; ++i) view.positions.push_back(row.prefix_len + i);
+    view.out_cache_loc.insert(view.out_cache_loc.end(), row.new_slots.begin(), row.new_slots.end());
   }
   view.table_stride = table_->row_pitch();
   view.stride0 = table_->row_pitch();
@@ -266,6 +276,10 @@ bool Engine::Step(int64_t step, EngineHooks& hooks) {
       }
     }
     swa_->Upload();
+  }
+  if (blocks_) {
+    DeriveReqToToken(batch);
+    blocks_->Upload();
   }
   table_->Upload();
   runtime::StepInput input;

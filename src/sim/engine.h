@@ -18,6 +18,7 @@
 
 #include "kvcanary/runtime/canary_manager.h"
 #include "kvcanary/runtime/device_memory.h"
+#include "sim/block_table.h"
 #include "sim/kv_pool.h"
 #include "sim/oracle_model.h"
 #include "sim/radix_cache.h"
@@ -48,6 +49,8 @@ struct TransferPacket {
 // What the forward of one step reads, as the injector may bend it.
 struct ForwardView {
   std::vector<int64_t> positions;    // per token; position_skip bends one
+  std::vector<int64_t> out_cache_loc;  // per token, the slot it is written to; stale_out_cache_loc
+                                       // bends one
   int64_t table_stride = 0;          // the row stride attention and the plan read req_to_token with
   std::optional<int64_t> stride0;    // the pitch the engine passes to the plan op
 };
@@ -139,6 +142,9 @@ class Engine {
   const SimOptions& options() const { return options_; }
   KvPool& pool() { return *pool_; }
   ReqToTokenTable& table() { return *table_; }
+  // The paged layout's block table; null with --block-size 0.
+  BlockTable* block_table() { return blocks_.get(); }
+  // Hands out slots, or blocks with a block table.
   SlotAllocator& allocator() { return *allocator_; }
   RadixCache& radix() { return *radix_; }
   Scheduler& scheduler() { return *scheduler_; }
@@ -157,6 +163,9 @@ class Engine {
   uint64_t SwaHash(const int32_t* slot_row, int64_t seq_len, int64_t query) const;
   uint64_t ExpectedSwaHash(const Request& req, int64_t seq_len, int64_t query) const;
   ExpectedState& ExpectedFor(const Request& req);
+  // Paged: rewrites the batch rows' req_to_token entries from the block table, so what the
+  // canary and attention read follows the block table (engine_paged.cpp).
+  void DeriveReqToToken(const Batch& batch);
   // The buffers a PD transfer moves, in splice order: [k_head, K layers..., k_tail, v_head,
   // V layers..., v_tail]; both engines build it the same way.
   std::vector<runtime::CanaryManager::BufferInfo> TransferList() const;
@@ -173,6 +182,7 @@ class Engine {
   std::unique_ptr<runtime::OwnedStream> stream_;
   std::unique_ptr<KvPool> pool_;
   std::unique_ptr<ReqToTokenTable> table_;
+  std::unique_ptr<BlockTable> blocks_;  // --block-size > 0
   std::unique_ptr<SlotAllocator> allocator_;
   std::unique_ptr<RadixCache> radix_;
   std::unique_ptr<Scheduler> scheduler_;
