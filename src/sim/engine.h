@@ -124,8 +124,9 @@ class Engine {
   // Tokens sampled in the last step, with the oracle's expectation.
   const std::vector<SampledToken>& last_sampled() const { return last_sampled_; }
 
-  // Abandons a running request (a quarantined victim): frees its row and the slots it owns,
-  // except `keep` (slots a fault handed to someone else), and unlocks its cached prefix.
+  // Abandons a running request (a quarantined victim): frees its row and the allocation units
+  // (slots, or blocks when paged) it owns, except `keep` (units a fault handed to someone else),
+  // and unlocks its cached prefix.
   void Abort(Request* req, const std::vector<int64_t>& keep = {});
   // Rewrites a slot's KV bytes from what the forward last wrote there (undoes a byte flip).
   void RestoreSlotKv(int64_t slot);
