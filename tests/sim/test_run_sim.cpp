@@ -6,7 +6,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <set>
+#include <vector>
 
 #include "sim/report.h"
 #include "sim/sim_options.h"
@@ -40,6 +42,41 @@ TEST(RunScenario, DefaultDetectsEveryInjectedFaultClass) {
   EXPECT_GT(report.coverage.sweeps, 0);
 }
 
+TEST(RunScenario, PagedDetectsEveryPagedFaultClass) {
+  const SimOptions options = ScenarioPreset("paged");
+  const std::vector<FaultKind> enabled = EnabledFaults(options);
+  for (FaultKind fault : {FaultKind::kBlockTableSwap, FaultKind::kFreedBlockReuse,
+                          FaultKind::kRealKvPage, FaultKind::kStaleOutCacheLoc}) {
+    EXPECT_NE(std::find(enabled.begin(), enabled.end(), fault), enabled.end()) << FaultName(fault);
+  }
+  const ScenarioReport report = RunScenario(options, nullptr);
+  std::set<FaultKind> injected;
+  for (const Injection& injection : report.injections) {
+    injected.insert(injection.fault);
+    EXPECT_TRUE(injection.detected) << FaultName(injection.fault) << " at step " << injection.step
+                                    << ": " << injection.target;
+  }
+  for (FaultKind fault : enabled) {
+    EXPECT_TRUE(injected.count(fault)) << FaultName(fault) << " was never injected";
+  }
+  EXPECT_EQ(ExitCode({report}), 0) << Describe(report);
+  EXPECT_EQ(report.oracle_mismatches_unexplained, 0);
+  EXPECT_GT(report.oracle_mismatches_total, 0) << "the faults changed no output";
+  EXPECT_GT(report.coverage.prefix_hit_rate, 0.3) << "the cache shared no blocks";
+}
+
+TEST(RunScenario, PagedWithoutTheCanaryDetectsNothing) {
+  SimOptions options = ScenarioPreset("paged");
+  options.mode = "none";
+  options.steps = 400;
+  options.fault_rate = 1;
+  const ScenarioReport report = RunScenario(options, nullptr);
+  ASSERT_FALSE(report.injections.empty());
+  for (const Injection& injection : report.injections) EXPECT_FALSE(injection.detected);
+  EXPECT_GT(report.oracle_mismatches_total, 0) << "the faults changed no output";
+  EXPECT_EQ(ExitCode({report}), 1);
+}
+
 // The other presets, shortened: each detects every fault class it enables.
 class ScenarioPresets : public ::testing::TestWithParam<const char*> {};
 
@@ -56,7 +93,7 @@ TEST_P(ScenarioPresets, DetectEveryInjectionWithoutFalsePositives) {
   EXPECT_EQ(ExitCode({report}), 0) << Describe(report);
 }
 
-INSTANTIATE_TEST_SUITE_P(Sim, ScenarioPresets, ::testing::Values("swa", "offload", "pd"));
+INSTANTIATE_TEST_SUITE_P(Sim, ScenarioPresets, ::testing::Values("swa", "offload", "pd", "paged"));
 
 TEST(RunScenario, CleanRunReportsNoViolation) {
   SimOptions options = ScenarioPreset("soak");
