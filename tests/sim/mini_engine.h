@@ -119,8 +119,10 @@ struct MiniEngine {
   }
 
   // Every allocatable slot is either free, cached or held by a running request (whole blocks
-  // when paged: a running request holds the rest of its last block too).
+  // when paged: a running request holds the rest of its last block too), and the cache's
+  // counters match its tree.
   void ExpectNoLeak() const {
+    cache.TEST_CheckInvariants();
     const int64_t bs = scheduler.options().block_size;
     int64_t held = 0;
     for (const auto& req : scheduler.running()) {
