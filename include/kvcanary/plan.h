@@ -48,8 +48,15 @@ struct PlanInputs {
   // [rows, width] int32 full-pool slot per (row, position). The C++ API accepts any view with
   // unit inner stride and row stride >= width (a slice of a wider table; docs/validation.md).
   TensorView req_to_token;
+  // A paged block table instead of req_to_token: [rows, max_blocks] int32 or int64 block ids;
+  // the slot of (row, position) is block_table[row, position / block_size] * block_size
+  // + position % block_size. Exactly one of req_to_token and block_table is given.
+  // (kvcanary addition; same view rule as req_to_token, docs/page_tables.md.)
+  TensorView block_table;
+  int64_t block_size = 1;  // tokens per block; must be 1 with req_to_token
   // An engine that keeps the table as pointer + pitch passes its pitch here; it must equal
-  // req_to_token.stride(0) (O18), which catches a hard-coded pitch after the table became a view.
+  // the given table's stride(0) (O18), which catches a hard-coded pitch after the table became a
+  // view.
   std::optional<int64_t> req_to_token_stride0;
   // The Python launchers keep SGLang's contiguity check on req_to_token (O1).
   bool require_contiguous_req_to_token = false;
