@@ -15,7 +15,7 @@ namespace {
 
 using Ids = std::vector<int64_t>;
 
-TEST(Paging, BlocksSpanningRoundsUp) {
+TEST(SimPaging, BlocksSpanningRoundsUp) {
   EXPECT_EQ(BlocksSpanning(0, 16), 0);
   EXPECT_EQ(BlocksSpanning(1, 16), 1);
   EXPECT_EQ(BlocksSpanning(16, 16), 1);
@@ -23,7 +23,7 @@ TEST(Paging, BlocksSpanningRoundsUp) {
   EXPECT_EQ(BlocksSpanning(5, 1), 5);
 }
 
-TEST(Paging, WholeBlocksOfListsEachBlockOnceInOrder) {
+TEST(SimPaging, WholeBlocksOfListsEachBlockOnceInOrder) {
   EXPECT_EQ(WholeBlocksOf({12, 13, 14, 15, 4, 5, 6, 7}, 4), (Ids{3, 1}));
   // Within a block the slots may come in any order; the block is where its first slot is.
   EXPECT_EQ(WholeBlocksOf({9, 8, 11, 10}, 4), (Ids{2}));
@@ -31,14 +31,14 @@ TEST(Paging, WholeBlocksOfListsEachBlockOnceInOrder) {
   EXPECT_TRUE(WholeBlocksOf({}, 4).empty());
 }
 
-TEST(Paging, WholeBlocksOfRefusesPartsOfBlocks) {
+TEST(SimPaging, WholeBlocksOfRefusesPartsOfBlocks) {
   EXPECT_THROW(WholeBlocksOf({4, 5, 6}, 4), std::logic_error);           // a slot short
   EXPECT_THROW(WholeBlocksOf({5, 6, 7, 8}, 4), std::logic_error);        // straddles two blocks
   EXPECT_THROW(WholeBlocksOf({4, 5, 6, 7, 4, 5, 6, 7}, 4), std::logic_error);  // twice
   EXPECT_THROW(WholeBlocksOf({3, 3}, 1), std::logic_error);
 }
 
-TEST(BlockTable, MapsPositionsThroughBlocks) {
+TEST(SimBlockTable, MapsPositionsThroughBlocks) {
   BlockTable table(Device::CPU(), 3, 4, 16, nullptr);
   EXPECT_EQ(table.num_rows(), 3);
   EXPECT_EQ(table.max_blocks(), 4);
@@ -64,7 +64,7 @@ TEST(BlockTable, MapsPositionsThroughBlocks) {
   EXPECT_EQ(view.data_as<const int32_t>()[1 * 4 + 1], 2);
 }
 
-TEST(BlockTable, ClearRowReturnsItToPadding) {
+TEST(SimBlockTable, ClearRowReturnsItToPadding) {
   BlockTable table(Device::CPU(), 3, 4, 8, nullptr);
   table.Set(2, 0, 5);
   table.Set(2, 3, 6);
@@ -72,7 +72,7 @@ TEST(BlockTable, ClearRowReturnsItToPadding) {
   for (int64_t i = 0; i < 4; ++i) EXPECT_EQ(table.Get(2, i), 0);
 }
 
-TEST(BlockTable, RefusesThePaddingRowAndEntriesOutOfRange) {
+TEST(SimBlockTable, RefusesThePaddingRowAndEntriesOutOfRange) {
   BlockTable table(Device::CPU(), 3, 4, 8, nullptr);
   EXPECT_THROW(table.Set(0, 0, 1), std::out_of_range);
   EXPECT_THROW(table.Set(3, 0, 1), std::out_of_range);
@@ -85,7 +85,7 @@ TEST(BlockTable, RefusesThePaddingRowAndEntriesOutOfRange) {
 
 // The block allocator is the slot allocator over block ids: block 0 (the padding slot's block)
 // is never handed out, and a freed block is the next one handed out.
-TEST(BlockAllocator, ReservesBlockZeroAndReusesTheLastFreedBlockFirst) {
+TEST(SimBlockAllocator, ReservesBlockZeroAndReusesTheLastFreedBlockFirst) {
   SlotAllocator blocks(4);  // blocks 1, 2, 3
   EXPECT_EQ(blocks.NumFree(), 3);
   EXPECT_FALSE(blocks.IsFree(0));
