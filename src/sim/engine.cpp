@@ -97,36 +97,7 @@ Engine::Engine(const SimOptions& options, std::string name, runtime::LogSink* lo
     });
   }
 
-  runtime::InstallArgs args;
-  args.device = device_;
-  args.stream = stream;
-  args.req_to_token = table_->View();
-  runtime::GroupSpec full;
-  full.kind = runtime::GroupKind::kFull;
-  full.num_slots = options.num_slots;
-  full.k_layer0 = pool_->Layer(0, 0);
-  full.v_layer0 = pool_->Layer(0, 1);
-  full.bytes_per_token = options.bytes_per_token;
-  full.host_slots = options.host_tier ? options.host_slots : 0;
-  args.groups = {full};
-  if (options.swa_window > 0) {
-    swa_ = std::make_unique<SwaState>(device_, options.num_slots, options.swa_num_slots,
-                                      LayersOf(options),
-                                      options.bytes_per_token, options.swa_window, stream);
-    runtime::GroupSpec swa;
-    swa.kind = runtime::GroupKind::kSwa;
-    swa.num_slots = options.swa_num_slots;
-    swa.k_layer0 = swa_->pool().Layer(0, 0);
-    swa.v_layer0 = swa_->pool().Layer(0, 1);
-    swa.bytes_per_token = options.bytes_per_token;
-    swa.full_to_swa = swa_->LutView();
-    args.groups.push_back(swa);
-    args.swa_window_size = options.swa_window;
-  }
-  args.pool_slot_count = options.num_slots;
-  args.max_prefill_tokens = token_capacity_;
-  args.log = log;
-  canary_ = runtime::CanaryManager::Install(CanaryConfig(options), args);
+  canary_ = runtime::CanaryManager::Install(CanaryConfig(options), InstallArgsFor(log));
   if (canary_) {
     canary_->MarkInitFinished();
     canary_->AttachRadixCache(radix_.get());
@@ -138,6 +109,40 @@ Engine::Engine(const SimOptions& options, std::string name, runtime::LogSink* lo
 }
 
 Engine::~Engine() = default;
+
+runtime::InstallArgs Engine::InstallArgsFor(runtime::LogSink* log) {
+  runtime::InstallArgs args;
+  args.device = device_;
+  args.stream = stream_->handle();
+  args.req_to_token = table_->View();
+  runtime::GroupSpec full;
+  full.kind = runtime::GroupKind::kFull;
+  full.num_slots = options_.num_slots;
+  full.k_layer0 = pool_->Layer(0, 0);
+  full.v_layer0 = pool_->Layer(0, 1);
+  full.bytes_per_token = options_.bytes_per_token;
+  full.host_slots = options_.host_tier ? options_.host_slots : 0;
+  args.groups = {full};
+  if (options_.swa_window > 0) {
+    swa_ = std::make_unique<SwaState>(device_, options_.num_slots, options_.swa_num_slots,
+                                      LayersOf(options_), options_.bytes_per_token,
+                                      options_.swa_window, stream_->handle());
+    runtime::GroupSpec swa;
+    swa.kind = runtime::GroupKind::kSwa;
+    swa.num_slots = options_.swa_num_slots;
+    swa.k_layer0 = swa_->pool().Layer(0, 0);
+    swa.v_layer0 = swa_->pool().Layer(0, 1);
+    swa.bytes_per_token = options_.bytes_per_token;
+    swa.full_to_swa = swa_->LutView();
+    args.groups.push_back(swa);
+    args.swa_window_size = options_.swa_window;
+  }
+  args.pool_slot_count = options_.num_slots;
+  args.max_prefill_tokens = token_capacity_;
+  args.log = log;
+  return args;
+}
+
 
 ExpectedState& Engine::ExpectedFor(const Request& req) {
   auto it = expected_.find(req.spec.id);

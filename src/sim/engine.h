@@ -156,6 +156,9 @@ class Engine {
 
  private:
   struct ForwardBuffers;
+  // The canary's install: the FULL group over layer 0 (and the SWA group with SWA); creates the
+  // SWA state on the way.
+  runtime::InstallArgs InstallArgsFor(runtime::LogSink* log);
   void DescribeForward(const Batch& batch, const ForwardView& view,
                        runtime::StepInput& input);
   void RunModel(const Batch& batch, const ForwardView& view);
