@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "kvcanary/error.h"
+#include "kvcanary/runtime/device_memory.h"
 #include "sim/slot_allocator.h"
 
 namespace kvcanary::sim {
@@ -81,6 +82,31 @@ TEST(SimBlockTable, RefusesThePaddingRowAndEntriesOutOfRange) {
   for (int64_t i = 0; i < 4; ++i) EXPECT_EQ(table.Get(0, i), 0);
   EXPECT_THROW(BlockTable(Device::CPU(), 3, 4, 0, nullptr), Error);
   EXPECT_THROW(BlockTable(Device::CPU(), 0, 4, 8, nullptr), Error);
+}
+
+// On CUDA the host copy is authoritative: edits reach the device at Upload, row by row.
+TEST(SimBlockTable, CudaUploadCopiesTheEditedRows) {
+  if (!runtime::CudaDeviceAvailable()) GTEST_SKIP() << "no CUDA device";
+  const Device cuda = Device::CUDA(0);
+  runtime::OwnedStream stream(cuda);
+  BlockTable table(cuda, 3, 4, 16, stream.handle());
+  table.Set(1, 2, 7);
+  table.Set(2, 0, 5);
+  const auto read_device = [&] {
+    std::vector<int32_t> entries(3 * 4, -1);
+    runtime::CopyBytesAsync(entries.data(), table.View().data(), 3 * 4 * 4, cuda, stream.handle());
+    runtime::SynchronizeStream(cuda, stream.handle());
+    return entries;
+  };
+  EXPECT_EQ(read_device()[1 * 4 + 2], 0);  // still only on the host
+  table.Upload();
+  std::vector<int32_t> device = read_device();
+  EXPECT_EQ(device[1 * 4 + 2], 7);
+  EXPECT_EQ(device[2 * 4 + 0], 5);
+  EXPECT_EQ(table.SlotAt(1, 33), 7 * 16 + 1);  // the host copy answers lookups
+  table.ClearRow(1);
+  table.Upload();
+  EXPECT_EQ(read_device()[1 * 4 + 2], 0);
 }
 
 // The block allocator is the slot allocator over block ids: block 0 (the padding slot's block)
