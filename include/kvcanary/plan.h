@@ -36,6 +36,10 @@ struct WritePlanView {
 int64_t VerifyPlanAllocationBytes(int64_t verify_capacity);
 int64_t WritePlanAllocationBytes(int64_t write_req_capacity);
 
+// The largest block_size a block table may have: far above any engine's (16 to 256), low enough
+// that block arithmetic on int64 positions cannot overflow.
+inline constexpr int64_t kMaxBlockSize = int64_t{1} << 20;
+
 // The batch a forward describes and the tables that locate its tokens: what Plan, PlanOffsets,
 // PlanEntries and FusedVerify read. One type, so a forward's inputs are described once and every
 // op checks them with the same code (docs/validation.md).

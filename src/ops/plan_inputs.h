@@ -27,8 +27,6 @@ sig::SpecList TokenPoolSpecs(const PlanInputs& in);
 void RequireSwaLutForWindow(const PlanInputs& in, std::string_view op);
 // "kv-canary: {op} requires req_to_verify_expected_tokens_valid_lens when ... is set".
 void RequireValidLensForPool(const PlanInputs& in, std::string_view op);
-// The largest block_size a block table may have (2^20 tokens per block).
-inline constexpr int64_t kMaxBlockSize = int64_t{1} << 20;
 
 // Exactly one of req_to_token and block_table, and a block_size in [1, kMaxBlockSize] that is 1
 // with req_to_token. Runs before the presence checks: it reads no size.
