@@ -114,13 +114,19 @@ runtime::InstallArgs Engine::InstallArgsFor(runtime::LogSink* log) {
   runtime::InstallArgs args;
   args.device = device_;
   args.stream = stream_->handle();
-  args.req_to_token = table_->View();
   runtime::GroupSpec full;
   full.kind = runtime::GroupKind::kFull;
   full.num_slots = options_.num_slots;
-  full.k_layer0 = pool_->Layer(0, 0);
-  full.v_layer0 = pool_->Layer(0, 1);
   full.bytes_per_token = options_.bytes_per_token;
+  if (blocks_) {
+    args.block_table = blocks_->View();
+    args.block_size = blocks_->block_size();
+    DescribePagedPool(full);
+  } else {
+    args.req_to_token = table_->View();
+    full.k_layer0 = pool_->Layer(0, 0);
+    full.v_layer0 = pool_->Layer(0, 1);
+  }
   full.host_slots = options_.host_tier ? options_.host_slots : 0;
   args.groups = {full};
   if (options_.swa_window > 0) {
@@ -197,10 +203,14 @@ void Engine::DescribeForward(const Batch& batch, const ForwardView& view,
                             stream_->handle());
     *views[c] = batch_buffer_.View(DType::kInt64, {token_capacity_}, offset);
   }
-  forward.req_to_token = view.table_stride == table_->row_pitch()
-                             ? table_->View()
-                             : table_->ViewWithRowStride(view.table_stride);
-  forward.req_to_token_stride0 = view.stride0;
+  if (blocks_) {
+    DescribeBlocks(batch, forward, host);
+  } else {
+    forward.req_to_token = view.table_stride == table_->row_pitch()
+                               ? table_->View()
+                               : table_->ViewWithRowStride(view.table_stride);
+    forward.req_to_token_stride0 = view.stride0;
+  }
   input.forwards = {forward};
   input.host = {host};
 }

@@ -145,6 +145,9 @@ class Engine {
   ReqToTokenTable& table() { return *table_; }
   // The paged layout's block table; null with --block-size 0.
   BlockTable* block_table() { return blocks_.get(); }
+  // Layers whose KV bytes the canary fingerprints: layer 0, or with a block table the first
+  // kMaxRealKvSources (GroupSpec::k_layers).
+  int FingerprintedLayers() const;
   // Hands out slots, or blocks with a block table.
   SlotAllocator& allocator() { return *allocator_; }
   RadixCache& radix() { return *radix_; }
@@ -167,9 +170,14 @@ class Engine {
   uint64_t SwaHash(const int32_t* slot_row, int64_t seq_len, int64_t query) const;
   uint64_t ExpectedSwaHash(const Request& req, int64_t seq_len, int64_t query) const;
   ExpectedState& ExpectedFor(const Request& req);
-  // Paged: rewrites the batch rows' req_to_token entries from the block table, so what the
-  // canary and attention read follows the block table (engine_paged.cpp).
+  // The paged layout (engine_paged.cpp). Rewrites the batch rows' req_to_token entries, the
+  // host view attention reads, from the block table.
   void DeriveReqToToken(const Batch& batch);
+  // The FULL group over the pool as pages of a block: each fingerprinted layer's K and V.
+  void DescribePagedPool(runtime::GroupSpec& full) const;
+  // The forward's block table and, on the host, each batch row's block ids.
+  void DescribeBlocks(const Batch& batch, runtime::ForwardBatch& forward,
+                      runtime::ForwardHostInput& host) const;
   // The buffers a PD transfer moves, in splice order: [k_head, K layers..., k_tail, v_head,
   // V layers..., v_tail]; both engines build it the same way.
   std::vector<runtime::CanaryManager::BufferInfo> TransferList() const;

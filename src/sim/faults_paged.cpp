@@ -78,9 +78,9 @@ void FaultInjector::InjectRealKvPage(Engine& engine, Batch& batch) {
   if (victim == nullptr) return;
   const int64_t pos = Uniform(0, victim->kv_len - 1);
   const int64_t slot = blocks.SlotAt(victim->row, pos);
-  // The canary fingerprints layer 0 only (GroupSpec::k_layer0, v_layer0): a flip in another
-  // layer would corrupt outputs unseen, so the page is layer 0's, K or V.
-  const int layer = 0;
+  // Any layer the canary fingerprints (GroupSpec::k_layers: the first four); a flip in a layer
+  // beyond them would corrupt outputs unseen.
+  const int layer = static_cast<int>(Uniform(0, engine.FingerprintedLayers() - 1));
   const int kv = static_cast<int>(Uniform(0, 1));
   const int64_t byte = Uniform(0, 15);  // inside the 16 bytes `partial` fingerprints
   engine.pool().FlipByte(layer, kv, slot, byte);
