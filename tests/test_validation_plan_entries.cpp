@@ -143,6 +143,7 @@ std::vector<Row> PlacementRows() {
 
 const std::vector<Row> kRows =
     Concat(LayoutRows(), TableRows(), PoolRows<EntriesCase>("E", 1), PlacementRows(),
+           BlockTableRows<EntriesCase>("E"),
            UnsupportedDeviceRows<EntriesCase>("Entries", "verify_offsets_scratch", AllOnDevice));
 
 KVC_REJECTION_TABLE(PlanEntriesRejects, EntriesCase, kRows);

@@ -185,7 +185,7 @@ std::vector<Row> PlacementRows() {
 }
 
 const std::vector<Row> kRows = Concat(
-    LayoutRows(), ScalarRows(), LengthRows(), PlacementRows(),
+    LayoutRows(), ScalarRows(), LengthRows(), PlacementRows(), BlockTableRows<OffsetsCase>("O"),
     UnsupportedDeviceRows<OffsetsCase>("Offsets", "out_verify_offsets_scratch", AllOnDevice));
 
 KVC_REJECTION_TABLE(PlanOffsetsRejects, OffsetsCase, kRows);
