@@ -121,9 +121,10 @@ py::object PyCanaryManager::Install(const runtime::Config& config, const py::kwa
   self->manager_->SetViolationListener([self](const ViolationRow& row, int64_t step) {
     py::gil_scoped_acquire gil;
     self->call_rows_.push_back(Violation{row, step});
-    if (self->violation_callback_.is_none()) return;
+    const py::object callback = self->violation_callback_;  // held while it runs
+    if (callback.is_none()) return;
     try {
-      self->violation_callback_(Violation{row, step}, step);
+      callback(Violation{row, step}, step);
     } catch (py::error_already_set& error) {
       self->pending_->Keep(error);
     }
