@@ -8,8 +8,7 @@ import threading
 import numpy as np
 
 import pytest
-import torch
-from runtime_engine import Engine
+from runtime_engine import Engine, torch
 
 import kvcanary
 from kvcanary import runtime as kvr

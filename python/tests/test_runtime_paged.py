@@ -5,8 +5,7 @@ v_layers): clean steps, corruption caught, and refused arguments that change not
 import re
 
 import pytest
-import torch
-from runtime_engine import Engine
+from runtime_engine import Engine, torch
 
 import kvcanary
 from kvcanary import runtime as kvr
