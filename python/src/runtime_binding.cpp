@@ -74,7 +74,22 @@ void RegisterViolation(py::module_& m) {
 
 void RegisterCanaryManager(py::module_& m) {
   using M = PyCanaryManager;
-  py::class_<M>(m, "CanaryManager", "The installed runtime (kvcanary.runtime.install).")
+  // Garbage-collected: a listener or radix view that refers back to the runtime is a cycle only
+  // the collector can free, so it sees the Python objects the runtime holds.
+  const auto gc_hooks = [](PyHeapTypeObject* heap_type) {
+    PyTypeObject* type = &heap_type->ht_type;
+    type->tp_flags |= Py_TPFLAGS_HAVE_GC;
+    type->tp_traverse = [](PyObject* self, visitproc visit, void* arg) {
+      Py_VISIT(Py_TYPE(self));  // instances of heap types own a reference to their type
+      return py::cast<const M&>(py::handle(self)).Traverse(visit, arg);
+    };
+    type->tp_clear = [](PyObject* self) {
+      py::cast<M&>(py::handle(self)).Clear();
+      return 0;
+    };
+  };
+  py::class_<M>(m, "CanaryManager", "The installed runtime (kvcanary.runtime.install).",
+                py::custom_type_setup(gc_hooks))
       .def("mark_init_finished", &M::MarkInitFinished)
       .def("begin_step", &M::BeginStep, py::arg("forwards"), py::arg("host"))
       .def("pre_forward", &M::PreForward, py::arg("inner") = 0)

@@ -132,6 +132,26 @@ py::object PyCanaryManager::Install(const runtime::Config& config, const py::kwa
   return py::cast(std::move(canary));
 }
 
+int PyCanaryManager::Traverse(visitproc visit, void* arg) const {
+  Py_VISIT(violation_callback_.ptr());
+  Py_VISIT(kept_.ptr());
+  Py_VISIT(step_kept_.ptr());
+  if (radix_ != nullptr) Py_VISIT(radix_->view().ptr());
+  if (log_ != nullptr) Py_VISIT(log_->callable().ptr());
+  return 0;
+}
+
+// Breaks the cycles; the runtime stays usable (no listener, no sweep view, stderr logging), as
+// Python may clear an object of a cycle before it destroys any.
+void PyCanaryManager::Clear() {
+  violation_callback_ = py::none();
+  if (manager_ != nullptr) manager_->AttachRadixCache(nullptr);
+  radix_.reset();
+  if (log_ != nullptr) log_->Release();
+  kept_ = py::list();
+  step_kept_ = py::list();
+}
+
 void PyCanaryManager::MarkInitFinished() {
   Run([&] { manager_->MarkInitFinished(); });
 }
@@ -179,7 +199,7 @@ void PyCanaryManager::OnViolation(py::object callback) {
 }
 
 void PyCanaryManager::AttachRadixCache(py::object view) {
-  std::unique_ptr<runtime::RadixView> radix;
+  std::unique_ptr<PyRadixView> radix;
   if (!view.is_none()) {
     for (const char* method : kRadixViewMethods) {
       if (!py::hasattr(view, method)) {

@@ -60,6 +60,11 @@ class PyCanaryManager {
   std::string Metrics();
   pybind11::object CanaryBuffer(pybind11::object self, pybind11::handle kind, pybind11::handle tail,
                                 pybind11::handle v_half);
+  // The garbage collector's hooks (tp_traverse, tp_clear): the Python objects this one holds
+  // that may lead back to it (a listener closing over the runtime is a cycle).
+  int Traverse(visitproc visit, void* arg) const;
+  void Clear();
+
   // The runtime, for a read (CallGate::CheckRead).
   const runtime::CanaryManager& manager() const {
     gate_.CheckRead();
@@ -74,10 +79,10 @@ class PyCanaryManager {
 
   // Held for the runtime's lifetime; declared before manager_ so they are destroyed after it.
   std::unique_ptr<ImportScope> install_scope_;
-  std::unique_ptr<runtime::LogSink> log_;
+  std::unique_ptr<PyLogSink> log_;
   pybind11::list kept_;  // install tensors and the log callable
   std::shared_ptr<PendingError> pending_;
-  std::unique_ptr<runtime::RadixView> radix_;
+  std::unique_ptr<PyRadixView> radix_;
   pybind11::object violation_callback_ = pybind11::none();
   std::unique_ptr<ImportScope> step_scope_;
   pybind11::list step_kept_;
