@@ -72,6 +72,23 @@ void RegisterViolation(py::module_& m) {
       });
 }
 
+void RegisterPerturbationEvent(py::module_& m) {
+  using E = runtime::PerturbationEvent;
+  py::class_<E>(m, "PerturbationEvent", "One fired perturbation (testing only).")
+      .def_readonly("kind", &E::kind)
+      .def_readonly("step", &E::step)
+      .def_readonly("slot", &E::slot)
+      .def_readonly("row", &E::row)
+      .def_readonly("position", &E::position)
+      .def_readonly("original", &E::original)
+      .def_readonly("replacement", &E::replacement)
+      .def("__repr__", [](const E& e) {
+        return "PerturbationEvent(kind=" + e.kind + ", step=" + std::to_string(e.step) +
+               ", slot=" + std::to_string(e.slot) + ", row=" + std::to_string(e.row) +
+               ", position=" + std::to_string(e.position) + ")";
+      });
+}
+
 void RegisterCanaryManager(py::module_& m) {
   using M = PyCanaryManager;
   // Garbage-collected: a listener or radix view that refers back to the runtime is a cycle only
@@ -98,6 +115,8 @@ void RegisterCanaryManager(py::module_& m) {
       .def("end_step", &M::EndStep)
       .def("abandon_step", &M::AbandonStep)
       .def("on_violation", &M::OnViolation, py::arg("callback"))
+      .def("on_perturbation", &M::OnPerturbation, py::arg("callback"))
+      .def("perturb_next_tokens", &M::PerturbNextTokens, py::arg("sampled"))
       .def("attach_radix_cache", &M::AttachRadixCache, py::arg("view"))
       .def("stats", &M::Stats)
       .def("metrics", &M::Metrics)
@@ -147,6 +166,7 @@ void Runtime_Register(py::module_& parent) {
   py::module_ m = parent.def_submodule("runtime", "kvcanary's host runtime (kvcanary.runtime).");
   RegisterArgumentClasses(m);
   RegisterViolation(m);
+  RegisterPerturbationEvent(m);
   RegisterCanaryManager(m);
 }
 

@@ -129,11 +129,22 @@ py::object PyCanaryManager::Install(const runtime::Config& config, const py::kwa
       self->pending_->Keep(error);
     }
   });
+  self->manager_->SetPerturbationListener([self](const runtime::PerturbationEvent& event) {
+    py::gil_scoped_acquire gil;
+    const py::object callback = self->perturbation_callback_;  // held while it runs
+    if (callback.is_none()) return;
+    try {
+      callback(event);
+    } catch (py::error_already_set& error) {
+      self->pending_->Keep(error);
+    }
+  });
   return py::cast(std::move(canary));
 }
 
 int PyCanaryManager::Traverse(visitproc visit, void* arg) const {
   Py_VISIT(violation_callback_.ptr());
+  Py_VISIT(perturbation_callback_.ptr());
   Py_VISIT(kept_.ptr());
   Py_VISIT(step_kept_.ptr());
   if (radix_ != nullptr) Py_VISIT(radix_->view().ptr());
@@ -145,6 +156,7 @@ int PyCanaryManager::Traverse(visitproc visit, void* arg) const {
 // Python may clear an object of a cycle before it destroys any.
 void PyCanaryManager::Clear() {
   violation_callback_ = py::none();
+  perturbation_callback_ = py::none();
   if (manager_ != nullptr) manager_->AttachRadixCache(nullptr);
   radix_.reset();
   if (log_ != nullptr) log_->Release();
@@ -196,6 +208,21 @@ void PyCanaryManager::OnViolation(py::object callback) {
   }
   ExclusiveCall exclusive(gate_);
   violation_callback_ = std::move(callback);
+}
+
+void PyCanaryManager::OnPerturbation(py::object callback) {
+  if (!callback.is_none() && !PyCallable_Check(callback.ptr())) {
+    ThrowTypeError("kv-canary: callback must be a callable(event) or None, got ",
+                   TypeName(callback));
+  }
+  ExclusiveCall exclusive(gate_);
+  perturbation_callback_ = std::move(callback);
+}
+
+py::list PyCanaryManager::PerturbNextTokens(py::handle sampled) {
+  std::vector<int64_t> tokens = Int64ListArg(sampled, "sampled");
+  Run([&] { manager_->PerturbNextTokens(tokens); });
+  return py::cast(tokens);
 }
 
 void PyCanaryManager::AttachRadixCache(py::object view) {

@@ -54,6 +54,8 @@ class PyCanaryManager {
   void EndStep();
   void AbandonStep();
   void OnViolation(pybind11::object callback);
+  void OnPerturbation(pybind11::object callback);
+  pybind11::list PerturbNextTokens(pybind11::handle sampled);
   void AttachRadixCache(pybind11::object view);
 
   pybind11::dict Stats();
@@ -84,6 +86,7 @@ class PyCanaryManager {
   std::shared_ptr<PendingError> pending_;
   std::unique_ptr<PyRadixView> radix_;
   pybind11::object violation_callback_ = pybind11::none();
+  pybind11::object perturbation_callback_ = pybind11::none();
   std::unique_ptr<ImportScope> step_scope_;
   pybind11::list step_kept_;
   std::vector<Violation> call_rows_;  // rows reported during the current call
