@@ -121,23 +121,11 @@ py::object PyCanaryManager::Install(const runtime::Config& config, const py::kwa
   self->manager_->SetViolationListener([self](const ViolationRow& row, int64_t step) {
     py::gil_scoped_acquire gil;
     self->call_rows_.push_back(Violation{row, step});
-    const py::object callback = self->violation_callback_;  // held while it runs
-    if (callback.is_none()) return;
-    try {
-      callback(Violation{row, step}, step);
-    } catch (py::error_already_set& error) {
-      self->pending_->Keep(error);
-    }
+    self->CallBack(self->violation_callback_, Violation{row, step}, step);
   });
   self->manager_->SetPerturbationListener([self](const runtime::PerturbationEvent& event) {
     py::gil_scoped_acquire gil;
-    const py::object callback = self->perturbation_callback_;  // held while it runs
-    if (callback.is_none()) return;
-    try {
-      callback(event);
-    } catch (py::error_already_set& error) {
-      self->pending_->Keep(error);
-    }
+    self->CallBack(self->perturbation_callback_, event);
   });
   return py::cast(std::move(canary));
 }
@@ -201,22 +189,32 @@ void PyCanaryManager::AbandonStep() {
   Run([&] { manager_->AbandonStep(); });
 }
 
-void PyCanaryManager::OnViolation(py::object callback) {
+template <typename... Args>
+void PyCanaryManager::CallBack(const py::object& slot, const Args&... args) {
+  const py::object callback = slot;  // held while it runs, even if it replaces itself
+  if (callback.is_none()) return;
+  try {
+    callback(args...);
+  } catch (py::error_already_set& error) {
+    pending_->Keep(error);
+  }
+}
+
+void PyCanaryManager::SetCallback(py::object& slot, py::object callback, const char* signature) {
   if (!callback.is_none() && !PyCallable_Check(callback.ptr())) {
-    ThrowTypeError("kv-canary: callback must be a callable(row, step) or None, got ",
+    ThrowTypeError("kv-canary: callback must be a ", signature, " or None, got ",
                    TypeName(callback));
   }
   ExclusiveCall exclusive(gate_);
-  violation_callback_ = std::move(callback);
+  slot = std::move(callback);
+}
+
+void PyCanaryManager::OnViolation(py::object callback) {
+  SetCallback(violation_callback_, std::move(callback), "callable(row, step)");
 }
 
 void PyCanaryManager::OnPerturbation(py::object callback) {
-  if (!callback.is_none() && !PyCallable_Check(callback.ptr())) {
-    ThrowTypeError("kv-canary: callback must be a callable(event) or None, got ",
-                   TypeName(callback));
-  }
-  ExclusiveCall exclusive(gate_);
-  perturbation_callback_ = std::move(callback);
+  SetCallback(perturbation_callback_, std::move(callback), "callable(event)");
 }
 
 py::list PyCanaryManager::PerturbNextTokens(py::handle sampled) {

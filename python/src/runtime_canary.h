@@ -78,6 +78,11 @@ class PyCanaryManager {
   // CorruptionError for a ViolationError (rows: those the listener saw during the call).
   template <typename Call>
   void Run(Call&& call);
+  // Calls a listener (GIL held); an exception it raises is kept for the end of the call.
+  template <typename... Args>
+  void CallBack(const pybind11::object& slot, const Args&... args);
+  // Sets a listener slot: a callable matching `signature`, or None.
+  void SetCallback(pybind11::object& slot, pybind11::object callback, const char* signature);
 
   // Held for the runtime's lifetime; declared before manager_ so they are destroyed after it.
   std::unique_ptr<ImportScope> install_scope_;
