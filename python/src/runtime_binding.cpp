@@ -118,6 +118,11 @@ void RegisterCanaryManager(py::module_& m) {
       .def("on_perturbation", &M::OnPerturbation, py::arg("callback"))
       .def("perturb_next_tokens", &M::PerturbNextTokens, py::arg("sampled"))
       .def("attach_radix_cache", &M::AttachRadixCache, py::arg("view"))
+      .def("backup_records", &M::BackupRecords, py::arg("kind"), py::arg("host_indices"),
+           py::arg("device_indices"), py::arg("host_k") = py::none(),
+           py::arg("host_v") = py::none())
+      .def("restore_records", &M::RestoreRecords, py::arg("kind"), py::arg("host_indices"),
+           py::arg("device_indices"))
       .def("stats", &M::Stats)
       .def("metrics", &M::Metrics)
       .def(

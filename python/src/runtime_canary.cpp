@@ -238,6 +238,26 @@ void PyCanaryManager::AttachRadixCache(py::object view) {
   radix_ = std::move(radix);  // the previous view is released after the runtime let go of it
 }
 
+void PyCanaryManager::BackupRecords(py::handle kind, py::handle host_indices,
+                                    py::handle device_indices, py::handle host_k,
+                                    py::handle host_v) {
+  const runtime::GroupKind group = GroupKindArg(kind, "kind");
+  const std::vector<int64_t> host = Int64ListArg(host_indices, "host_indices");
+  const std::vector<int64_t> device = Int64ListArg(device_indices, "device_indices");
+  ImportScope scope;  // the host layers are read during the call only
+  const runtime::HostLayer0 layer{PagedLayerBytes(scope.Import(host_k, "host_k"), "host_k"),
+                                  PagedLayerBytes(scope.Import(host_v, "host_v"), "host_v")};
+  Run([&] { manager_->BackupRecords(group, host, device, layer); });
+}
+
+void PyCanaryManager::RestoreRecords(py::handle kind, py::handle host_indices,
+                                     py::handle device_indices) {
+  const runtime::GroupKind group = GroupKindArg(kind, "kind");
+  const std::vector<int64_t> host = Int64ListArg(host_indices, "host_indices");
+  const std::vector<int64_t> device = Int64ListArg(device_indices, "device_indices");
+  Run([&] { manager_->RestoreRecords(group, host, device); });
+}
+
 py::dict PyCanaryManager::Stats() {
   gate_.CheckRead();
   const runtime::MetricsSnapshot s = manager_->Metrics();

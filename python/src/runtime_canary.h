@@ -57,6 +57,13 @@ class PyCanaryManager {
   void OnPerturbation(pybind11::object callback);
   pybind11::list PerturbNextTokens(pybind11::handle sampled);
   void AttachRadixCache(pybind11::object view);
+  // Host offload: records of the (host, device) index pairs to the host mirror (with the host
+  // copy of layer 0 for verify_backup) and back.
+  void BackupRecords(pybind11::handle kind, pybind11::handle host_indices,
+                     pybind11::handle device_indices, pybind11::handle host_k,
+                     pybind11::handle host_v);
+  void RestoreRecords(pybind11::handle kind, pybind11::handle host_indices,
+                      pybind11::handle device_indices);
 
   pybind11::dict Stats();
   std::string Metrics();
