@@ -23,8 +23,8 @@ def offloaded():
         engine.step(canary)
     device = [engine.slot_of(1, p) for p in range(6)]
     host = list(range(6))
-    host_k, host_v = torch.zeros((HOST_SLOTS,) + engine.k.shape[1:], dtype=engine.k.dtype), \
-        torch.zeros((HOST_SLOTS,) + engine.v.shape[1:], dtype=engine.v.dtype)
+    host_k = torch.zeros((HOST_SLOTS,) + engine.k.shape[1:], dtype=engine.k.dtype)
+    host_v = torch.zeros_like(host_k)
     host_k[:6], host_v[:6] = engine.k[device], engine.v[device]
     canary.backup_records("full", host, device, host_k=host_k, host_v=host_v)
     return engine, canary, host, device, host_k, host_v
