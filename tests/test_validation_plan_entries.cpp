@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "block_table_rows.h"
 #include "kvcanary/kvcanary.h"
 #include "reject_rows.h"
 #include "testutil.h"

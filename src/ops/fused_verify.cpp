@@ -25,14 +25,15 @@ void CheckScalars(const FusedVerifyArgs& a) {
 // A block table addresses the full pool in whole blocks: without an SWA table that pool is the
 // canary's slots; with one it is the table's full_pool_size + 1 entries less the padding entry.
 void CheckBlocksTilePool(const FusedVerifyArgs& a) {
-  const int64_t block_size = a.inputs.block_size;
   if (!a.inputs.block_table.defined()) return;
+  const int64_t block_size = a.inputs.block_size;
   const TensorView& lut = a.inputs.full_to_swa_index_mapping;
   if (lut.defined()) {
     const int64_t full_pool = lut.size(0) - 1;
     if (full_pool % block_size != 0) {
-      ThrowError("kv-canary: block_size must divide the full pool full_to_swa_index_mapping maps "
-                 "(its length - 1 = ", full_pool, "), got block_size=", block_size);
+      ThrowError("kv-canary: block_size must divide the full pool ",
+                 "full_to_swa_index_mapping maps (its length - 1 = ", full_pool,
+                 "), got block_size=", block_size);
     }
     return;
   }

@@ -13,8 +13,8 @@ sig::SpecList BatchSpecs(const PlanInputs& in, bool needs_extend) {
       sig::In(in.extend_seq_lens, "extend_seq_lens", DType::kInt64, 1, sig::Exactly(bs));
   if (!needs_extend) extend = sig::Optional(extend);
   sig::TensorSpec table = in.block_table.defined()
-                             ? sig::In(in.block_table, "block_table", DType::kInt32, 2)
-                             : sig::In(in.req_to_token, "req_to_token", DType::kInt32, 2);
+                              ? sig::In(in.block_table, "block_table", DType::kInt32, 2)
+                              : sig::In(in.req_to_token, "req_to_token", DType::kInt32, 2);
   table.int32_or_int64 = in.block_table.defined();
   table.layout =
       in.require_contiguous_req_to_token ? sig::Layout::kContiguous : sig::Layout::kRowView;
@@ -101,10 +101,9 @@ ReqToTokenParams SlotTableParamsOf(const PlanInputs& in) {
   params.row_stride = table.stride(0);
   params.paged = wide || in.block_size > 1;
   params.block_size = in.block_size;
-  params.block_shift = (in.block_size & (in.block_size - 1)) == 0
-                           ? static_cast<int32_t>(std::countr_zero(
-                                 static_cast<uint64_t>(in.block_size)))
-                           : -1;
+  const auto block_size = static_cast<uint64_t>(in.block_size);
+  params.block_shift =
+      std::has_single_bit(block_size) ? static_cast<int32_t>(std::countr_zero(block_size)) : -1;
   return params;
 }
 

@@ -14,8 +14,8 @@
 namespace kvcanary {
 
 // req_pool_indices, prefix_lens, extend_seq_lens and the slot table (req_to_token, or block_table
-// when given: int32 or int64), in that order. extend_seq_lens
-// is required when `needs_extend`, else checked only when given. bs = req_pool_indices.length().
+// when given: int32 or int64), in that order. extend_seq_lens is required when `needs_extend`,
+// else checked only when given. bs = req_pool_indices.length().
 sig::SpecList BatchSpecs(const PlanInputs& in, bool needs_extend);
 // The SWA table (optional): int64, 1-D, at least `min_length` entries; `name` is what messages
 // call it ("lut_tensor" in SGLang's launchers).

@@ -27,8 +27,8 @@ namespace sweep_internal {
 // The batch and the world it lives in.
 struct Batch {
   std::vector<int64_t> rp, prefix, extend;
-  std::vector<std::vector<int64_t>> tokens;  // tokens[r][pos], live rows only
-  HostTensor<int32_t> table;                 // req_to_token
+  std::vector<std::vector<int64_t>> tokens;      // tokens[r][pos], live rows only
+  HostTensor<int32_t> table;                     // req_to_token
   std::optional<HostTensor<int64_t>> block_ids;  // the paged block table that describes it
   std::optional<HostTensor<int64_t>> lut;
   int64_t num_slots = 0;  // of the canary buffer (the SWA pool's with a LUT)
@@ -72,8 +72,8 @@ inline int64_t MakePagedTable(const SweepCase& c, Rng& rng, int64_t table_rows, 
   b.table = HostTensor<int32_t>({table_rows, max_blocks * block});
   for (int64_t row = 0; row < table_rows; ++row) {
     for (int64_t pos = 0; pos < max_blocks * block; ++pos) {
-      b.table.at(row, pos) = static_cast<int32_t>(ids[row * max_blocks + pos / block] * block +
-                                                  pos % block);
+      b.table.at(row, pos) =
+          static_cast<int32_t>(ids[row * max_blocks + pos / block] * block + pos % block);
     }
   }
   b.block_ids = std::move(ids);
