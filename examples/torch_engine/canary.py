@@ -32,8 +32,10 @@ class Canary:
             kind="full", num_slots=slots,
             k_layers=[kv[0] for kv in kv_caches], v_layers=[kv[1] for kv in kv_caches],
             page_size=block_size, bytes_per_token=heads * head_dim * kv_caches[0].element_size())
+        # report_untouched_rows: a never-written record read by a verify is shown like any other
+        # violation (by default it is only counted), so the attribution sees every row.
         config = kvr.Config(mode="log", real_data=real_data, enable_mha_v=True,
-                            stats_print_every_n_steps=0)
+                            report_untouched_rows=True, stats_print_every_n_steps=0)
         self.runtime = kvr.install(
             config, device=block_table.device, block_table=block_table, block_size=block_size,
             groups=[group], pool_slot_count=slots, max_prefill_tokens=token_budget,

@@ -48,9 +48,9 @@ def coverage(result: RunResult) -> list[str]:
              f"{result.tokens_generated} tokens generated, {result.cache_hits} prefix-cache block "
              f"hits, {result.evictions} evictions"]
     if result.canary_stats is not None:
-        protected = sum(result.canary_stats.get("protected_tokens", []))
-        lines.append(f"canary: {result.violations} violations reported, {protected} protected "
-                     f"tokens (records verified or written)")
+        stats = result.canary_stats
+        lines.append(f"canary: {result.violations} violations reported, "
+                     f"{sum(stats['protected_tokens'].values())} records verified or written")
     return lines
 
 
