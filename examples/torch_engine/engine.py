@@ -61,13 +61,13 @@ def run(config: RunConfig) -> RunResult:
         result.steps = step + 1
         sched.admit(step)
         plan = sched.plan_forward()
-        rows = []
-        if plan.rows:
-            injector.before_forward(step, plan, sched, kv_caches)
-            rows = _forward(model, sched, plan, kv_caches, canary, step)
-            result.forwards += 1
+        if not plan.rows:
+            continue  # nothing admitted yet: no forward, nothing to check
+        injector.before_forward(step, plan, sched, kv_caches)
+        rows = _forward(model, sched, plan, kv_caches, canary, step)
+        result.forwards += 1
         result.violations += len(rows)
-        injector.after_step(step, rows, sched)
+        injector.after_forward(step, rows, sched)
     result.false_positives = injector.false_positives
     result.cache_hits, result.evictions = sched.pool.hits, sched.pool.evictions
     if canary is not None:

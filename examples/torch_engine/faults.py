@@ -8,8 +8,9 @@ records the slots it touched. Only one injection is open at a time, so attributi
 
 The second clause is the chain: a record stores the hash of its predecessor's record, so a
 replaced record fails its own check and the check of the one record after it, and nothing
-further. A row is matched against the open injection and those closed at most ``GRACE`` steps
-before (rows are reported a step late). Any other row is a false positive.
+further. A row is matched against the open injection, and against one closed in the previous
+forward: the runtime reports a forward's rows at the end of the next one, so the forward in which
+an injection was closed (before its quarantine) still reports. Any other row is a false positive.
 
 An injection is closed at its first detection, or ``HORIZON`` steps after it was injected, and
 then quarantined as an operator would: a flipped byte is flipped back; a victim whose records the
@@ -31,7 +32,7 @@ from .workload import Request
 
 FAULT_KINDS = ("block_swap", "freed_reuse", "kv_flip", "stale_slot_mapping")
 HORIZON = 12       # steps an injection waits for its detection
-GRACE = 2          # steps a closed injection still explains rows
+GRACE = 1          # forwards a closed injection still explains rows (reported a forward late)
 FIRST_STEP = 8     # steps before the first injection, so requests are running
 MIN_REMAINING = HORIZON + 1  # a victim outlives its horizon: quarantine, not its end, frees it
 
@@ -51,6 +52,7 @@ class Injection:
     detected_step: int = -1
     detected_row: object = None
     closed_step: int = -1
+    closed_forward: int = -1
     rows_explained: int = 0
 
     def explains(self, slot: int) -> bool:
@@ -69,6 +71,7 @@ class FaultInjector:
         self.open: Optional[Injection] = None
         self.flip_bytes = 16 if real_data == "partial" else None  # bytes the fingerprint covers
         self.false_positives: list[tuple[int, object]] = []
+        self.forwards = 0
 
     # Injection -----------------------------------------------------------------------------
 
@@ -184,12 +187,13 @@ class FaultInjector:
 
     # Attribution and quarantine ------------------------------------------------------------
 
-    def after_step(self, step: int, rows: list, sched: Scheduler) -> None:
-        """Matches this step's violation rows to injections, then closes a due injection."""
+    def after_forward(self, step: int, rows: list, sched: Scheduler) -> None:
+        """Matches the rows reported in this forward to injections, then closes a due one."""
+        self.forwards += 1
         if self.open:
             self._extend_successors(self.open, sched)
         candidates = [inj for inj in self.injections if inj.step >= 0 and inj.step <= step
-                      and (inj.closed_step < 0 or step - inj.closed_step <= GRACE)]
+                      and (inj.closed_forward < 0 or self.forwards - inj.closed_forward <= GRACE)]
         for row in rows:
             owner = next((inj for inj in candidates if inj.explains(row.slot_idx)), None)
             if owner is None:
@@ -201,7 +205,7 @@ class FaultInjector:
         inj = self.open
         if inj and (inj.detected_step >= 0 or step - inj.step >= HORIZON):
             self._quarantine(inj, sched)
-            inj.closed_step, self.open = step, None
+            inj.closed_step, inj.closed_forward, self.open = step, self.forwards, None
 
     def _extend_successors(self, inj: Injection, sched: Scheduler) -> None:
         """Adds, for every live sequence, the slot after each position held in a touched slot."""
