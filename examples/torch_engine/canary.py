@@ -26,7 +26,7 @@ class Canary:
         self._kvr = kvr
         if len(kv_caches) > REAL_KV_SOURCES_MAX:
             raise ValueError(f"at most {REAL_KV_SOURCES_MAX} layers can be fingerprinted")
-        num_blocks, heads, head_dim = kv_caches[0].shape[1], kv_caches[0].shape[3], kv_caches[0].shape[4]
+        _, num_blocks, _, heads, head_dim = kv_caches[0].shape
         slots = num_blocks * block_size
         group = kvr.GroupSpec(
             kind="full", num_slots=slots,
