@@ -28,13 +28,24 @@ Suite StandardSuite() {
       {"long-32", 32, 32768, 1},    {"prefill-2k", 1, 0, 2048},
       {"prefill-8k", 1, 0, 8192},   {"prefill-mixed", 16, 1024, 512},
   };
+  // The decode and prefill steps again over a block table.
+  for (const char* name : {"decode-256", "prefill-8k", "prefill-mixed"}) {
+    for (size_t i = 0; i < suite.cases.size(); ++i) {
+      if (suite.cases[i].name != name) continue;
+      BenchCase paged = suite.cases[i];
+      paged.name += "-paged";
+      paged.block_size = kPagedBlockSize;
+      suite.cases.push_back(paged);
+      break;
+    }
+  }
   return suite;
 }
 
 Suite QuickSuite() {
   Suite suite = StandardSuite();
   suite.name = "quick";
-  suite.num_slots = Scale(suite.num_slots);
+  suite.num_slots = Scale(suite.num_slots) / kPagedBlockSize * kPagedBlockSize;
   suite.req_to_token_rows = Scale(suite.req_to_token_rows);
   suite.req_to_token_cols = Scale(suite.req_to_token_cols);
   // Small cases time in microseconds; more repetitions steady the median at no real cost.

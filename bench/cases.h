@@ -9,13 +9,20 @@
 
 namespace kvcanary::bench {
 
+// Tokens per block of the paged cases: their plan inputs are an int32 block table, not
+// req_to_token.
+inline constexpr int64_t kPagedBlockSize = 16;
+
 // One forward of an MHA FULL group: `batch` requests, each with `prefix` tokens already in KV
-// (verified) and `extend` tokens written by this forward.
+// (verified) and `extend` tokens written by this forward. A paged case (block_size > 0) locates
+// its slots through a block table of that block size (prefix a multiple of it), its requests'
+// slots then running in whole blocks.
 struct BenchCase {
   std::string name;
   int64_t batch = 0;
   int64_t prefix = 0;
   int64_t extend = 0;
+  int64_t block_size = 0;
 };
 
 // Which real-KV bytes the TAIL launches fingerprint.
@@ -42,13 +49,15 @@ struct Suite {
   std::vector<BenchCase> cases;
 };
 
-// The standard suite: pool 2,000,000, req_to_token 4096 x 32768, eight cases.
+// The standard suite: pool 2,000,000, req_to_token 4096 x 32768, eight cases, then decode-256,
+// prefill-8k and prefill-mixed again over a block table (kPagedBlockSize, int32 ids).
 Suite StandardSuite();
 
 // `standard` with each of these divided by 16 (rounded down, at least 1): the pool's slots,
 // req_to_token's rows and columns, and every case's batch, prefix and extend (decode cases keep
 // extend 1). Unchanged: the case names, the ring capacity, the 256-byte real-KV strip (a token's
-// layout, not a size) and the timing method. At this size the pool fits in the caches of most
+// layout, not a size) and the timing method. The pool is then rounded down to whole blocks of
+// kPagedBlockSize (FusedVerify refuses blocks that do not tile it). At this size the pool fits in the caches of most
 // machines, so quick numbers are a smoke test, not bandwidth figures.
 Suite QuickSuite();
 

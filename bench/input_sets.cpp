@@ -70,7 +70,12 @@ void BuildSet(const Pool& pool, const CaseLayout& layout, int64_t first_request,
   plan.inputs.req_pool_indices = set.req_pool_indices.view();
   plan.inputs.prefix_lens = set.prefix_lens.view();
   plan.inputs.extend_seq_lens = set.extend_seq_lens.view();
-  plan.inputs.req_to_token = pool.req_to_token().view();
+  if (shape.block_size > 0) {
+    plan.inputs.block_table = pool.block_table().view();
+    plan.inputs.block_size = shape.block_size;
+  } else {
+    plan.inputs.req_to_token = pool.req_to_token().view();
+  }
   plan.verify_capacity = capacity;
   plan.verify_offsets_scratch = set.scratch.view();
   set.offsets_plan_args = plan;

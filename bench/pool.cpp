@@ -82,6 +82,8 @@ Pool::Pool(BenchDevice& device, const Suite& suite, uint64_t seed)
   req_to_token_ =
       DeviceTensor(device, DType::kInt32, {suite.req_to_token_rows, suite.req_to_token_cols});
   FillReqToToken(req_to_token_, suite.req_to_token_rows, suite.req_to_token_cols, n, seed);
+  block_table_ = DeviceTensor(device, DType::kInt32, {suite.req_to_token_rows, block_table_cols()});
+  ZeroFill(block_table_);
   for (DeviceTensor& buffer : canary_) {
     buffer = DeviceTensor(device, DType::kUInt8, {n, kCanarySlotBytes});
     ZeroFill(buffer);

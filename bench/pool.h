@@ -3,8 +3,9 @@
 // v_tail), the K and V tensors the TAIL launches fingerprint, and the
 // violation ring with per-tag counters.
 //
-// Memory, suite standard: req_to_token 4096 x 32768 int32 = 512 MiB; canary buffers 4 x 64 MB;
-// K and V 2 x 512 MB (256 bytes per slot). Suite quick: 1/16 of the slots, 1/256 of the table.
+// Memory, suite standard: req_to_token 4096 x 32768 int32 = 512 MiB, block table 32 MiB; canary
+// buffers 4 x 64 MB; K and V 2 x 512 MB (256 bytes per slot). Suite quick: 1/16 of the slots, 1/256
+// of the table.
 //
 // Thread safety: none; one bench runs its launches one after another.
 #pragma once
@@ -33,6 +34,10 @@ class Pool {
   BenchDevice& device() const { return *device_; }
   const Suite& suite() const { return suite_; }
   const DeviceTensor& req_to_token() const { return req_to_token_; }
+  // The paged cases' table: int32 block ids [req_to_token rows, block_table_cols()], blocks of
+  // kPagedBlockSize tokens, zero until a case stores its rows.
+  const DeviceTensor& block_table() const { return block_table_; }
+  int64_t block_table_cols() const { return suite_.req_to_token_cols / kPagedBlockSize; }
   // REQUIRES: tag is one of kStepTags.
   const DeviceTensor& canary(CanaryLaunchTag tag) const;
 
@@ -55,6 +60,7 @@ class Pool {
   BenchDevice* device_;
   Suite suite_;
   DeviceTensor req_to_token_;
+  DeviceTensor block_table_;
   std::array<DeviceTensor, 4> canary_;  // indexed by the tag's value (0..3)
   std::array<DeviceTensor, 2> kv_;      // K, V: bf16 [num_slots, bytes per token / 2]
   DeviceTensor ring_;

@@ -106,7 +106,11 @@ void PrintTable(std::ostream& out, const BenchResults& results) {
          "prefills only): no write of those tokens can be faster. loaded chain = the same "
          "loop over tokens and positions read from memory, as every write reads them (on CUDA "
          "the floor's parameter-only inputs let the compiler use the uniform datapath; inputs "
-         "from memory run on the vector datapath).\n";
+         "from memory run on the vector datapath). *-paged: the same shape with its slots in "
+         "blocks of "
+      << kPagedBlockSize
+      << " tokens, located through an int32 block table instead of req_to_token (byte counts "
+         "as for req_to_token).\n";
 }
 
 void WriteJson(std::ostream& out, const BenchResults& results) {

@@ -2,7 +2,7 @@
 # Installs the Python package the way a user does (pip, from python/, nothing downloaded) into a
 # temporary target directory, then runs the Python test suite against that installed copy: the
 # tests import kvcanary from the target, never from a build tree (checked before they run); then
-# the Python example runs against it.
+# the Python examples run against it.
 #
 #   bash scripts/check_pip.sh          (KVCANARY_CMAKE_ARGS passes CMake arguments to the build;
 #                                       default -DKVCANARY_CUDA=OFF)
@@ -28,4 +28,6 @@ PYTHONPATH=$work/site PYTHONDONTWRITEBYTECODE=1 "$python" -m pytest "$root/pytho
   -p no:cacheprovider
 echo "== check_pip: examples/python/engine_loop.py against the installed package"
 PYTHONPATH=$work/site "$python" "$root/examples/python/engine_loop.py"
+echo "== check_pip: examples/python/runtime_loop.py against the installed package"
+PYTHONPATH=$work/site "$python" "$root/examples/python/runtime_loop.py"
 echo "== check_pip: PASS"

@@ -9,7 +9,7 @@ packages=(
   googletest libgtest-dev                       # C++ tests
   libcli11-dev nlohmann-json3-dev               # the kvcanary command
   pybind11-dev python3-dev python3-numpy python3-pytest python3-torch  # Python binding
-  python3-hypothesis                            # Python property tests
+  python3-hypothesis python3-prometheus-client   # Python property tests; the runtime collector
   clang libclang-rt-dev llvm  # fuzz targets: clang, libFuzzer (libclang_rt.fuzzer*.a), symbolizer
 )
 

@@ -245,7 +245,7 @@ TEST_F(FusedVerifyValidation, RequiredTensors) {
   ExpectRejectedWith(args_.verify_offsets_scratch, TensorView(),
                      "kv-canary: verify_offsets_scratch is required, got None");
   ExpectRejectedWith(args_.inputs.req_to_token, TensorView(),
-                     "kv-canary: req_to_token is required, got None");
+                     "kv-canary: req_to_token or block_table is required, got neither");
 }
 
 TEST_F(FusedVerifyValidation, ContextChecksOfVerify) {

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "block_table_rows.h"
 #include "kvcanary/kvcanary.h"
 #include "reject_rows.h"
 #include "testutil.h"
@@ -148,7 +149,6 @@ std::vector<Row> CallRows() {
        },
        "kv-canary: out_write_offsets overlaps out_write_seed_slot_indices in memory; an output "
        "needs memory of its own"},
-      MissingRow<PlanCase>("PresenceReqToTokenMissing", kIn.req_to_token),
       MissingRow<PlanCase>("PresenceVerifySlotIndicesMissing", kSlots),
       {"P1SwaWindowWithoutLut",
        [](PlanCase&, Args& a) {
@@ -264,7 +264,7 @@ std::vector<Row> TableStrideRows() {
 const std::vector<Row> kRows = Concat(
     CallRows(), OffsetsStageRows(), EntriesStageRows(), PoolRows<PlanCase>("P8", 3),
     PlacementRows(), UnsupportedDeviceRows<PlanCase>("", "out_verify_slot_indices", AllOnDevice),
-    TableStrideRows());
+    TableStrideRows(), BlockTableRows<PlanCase>("P"));
 
 KVC_REJECTION_TABLE(PlanRejects, PlanCase, kRows);
 

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "block_table_rows.h"
 #include "kvcanary/kvcanary.h"
 #include "reject_rows.h"
 #include "testutil.h"
@@ -143,6 +144,7 @@ std::vector<Row> PlacementRows() {
 
 const std::vector<Row> kRows =
     Concat(LayoutRows(), TableRows(), PoolRows<EntriesCase>("E", 1), PlacementRows(),
+           BlockTableRows<EntriesCase>("E"),
            UnsupportedDeviceRows<EntriesCase>("Entries", "verify_offsets_scratch", AllOnDevice));
 
 KVC_REJECTION_TABLE(PlanEntriesRejects, EntriesCase, kRows);

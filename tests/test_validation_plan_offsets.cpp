@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "block_table_rows.h"
 #include "kvcanary/kvcanary.h"
 #include "reject_rows.h"
 #include "testutil.h"
@@ -185,7 +186,7 @@ std::vector<Row> PlacementRows() {
 }
 
 const std::vector<Row> kRows = Concat(
-    LayoutRows(), ScalarRows(), LengthRows(), PlacementRows(),
+    LayoutRows(), ScalarRows(), LengthRows(), PlacementRows(), BlockTableRows<OffsetsCase>("O"),
     UnsupportedDeviceRows<OffsetsCase>("Offsets", "out_verify_offsets_scratch", AllOnDevice));
 
 KVC_REJECTION_TABLE(PlanOffsetsRejects, OffsetsCase, kRows);

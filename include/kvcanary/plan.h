@@ -36,6 +36,10 @@ struct WritePlanView {
 int64_t VerifyPlanAllocationBytes(int64_t verify_capacity);
 int64_t WritePlanAllocationBytes(int64_t write_req_capacity);
 
+// The largest block_size a block table may have: far above any engine's (16 to 256), low enough
+// that block arithmetic on int64 positions cannot overflow.
+inline constexpr int64_t kMaxBlockSize = int64_t{1} << 20;
+
 // The batch a forward describes and the tables that locate its tokens: what Plan, PlanOffsets,
 // PlanEntries and FusedVerify read. One type, so a forward's inputs are described once and every
 // op checks them with the same code (docs/validation.md).
@@ -48,8 +52,15 @@ struct PlanInputs {
   // [rows, width] int32 full-pool slot per (row, position). The C++ API accepts any view with
   // unit inner stride and row stride >= width (a slice of a wider table; docs/validation.md).
   TensorView req_to_token;
+  // A paged block table instead of req_to_token: [rows, max_blocks] int32 or int64 block ids;
+  // the slot of (row, position) is block_table[row, position / block_size] * block_size
+  // + position % block_size. Exactly one of req_to_token and block_table is given.
+  // (kvcanary addition; same view rule as req_to_token, docs/page_tables.md.)
+  TensorView block_table;
+  int64_t block_size = 1;  // tokens per block; must be 1 with req_to_token
   // An engine that keeps the table as pointer + pitch passes its pitch here; it must equal
-  // req_to_token.stride(0) (O18), which catches a hard-coded pitch after the table became a view.
+  // the given table's stride(0) (O18), which catches a hard-coded pitch after the table became a
+  // view.
   std::optional<int64_t> req_to_token_stride0;
   // The Python launchers keep SGLang's contiguity check on req_to_token (O1).
   bool require_contiguous_req_to_token = false;

@@ -7,7 +7,8 @@ arrays); CPU tensors run the CPU backend, CUDA tensors the CUDA backend on their
 torch's current stream unless ``stream=`` says otherwise. Launchers never synchronise.
 
 Submodules mirror SGLang's: ``kvcanary.consts``, ``kvcanary.verify``, ``kvcanary.write``,
-``kvcanary.plan``, ``kvcanary.scatter_req_token_ids``; ``kvcanary.report`` formats violations.
+``kvcanary.plan``, ``kvcanary.scatter_req_token_ids``; ``kvcanary.report`` formats violations;
+``kvcanary.runtime`` is the host runtime (install, the step protocol, stats) over the C++ one.
 """
 
 from kvcanary import _kvcanary
@@ -69,6 +70,10 @@ from kvcanary.fused_verify import launch_canary_fused_verify_kernel
 # flag that is not a bool) and the scatter op's dtype errors: both a ValueError and a TypeError.
 KvCanaryTypeError = _kvcanary.KvCanaryTypeError
 
+# Raised by kvcanary.runtime's end_step in mode raise: a RuntimeError whose .rows holds the
+# violations (kvcanary.runtime.Violation) and whose message is the reporter's text.
+CorruptionError = _kvcanary.CorruptionError
+
 __all__ = [
     "CANARY_CHAIN_ANCHOR",
     "CANARY_FIELD_POSITION",
@@ -97,6 +102,7 @@ __all__ = [
     "VIOLATION_FIELD_STORED_TOKEN",
     "VIOLATION_FIELDS",
     "CanaryLaunchTag",
+    "CorruptionError",
     "FailReason",
     "KvCanaryTypeError",
     "RealKvHashMode",

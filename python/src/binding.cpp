@@ -8,6 +8,7 @@
 #include "conversions.h"
 #include "kvcanary/kvcanary.h"
 #include "launchers.h"
+#include "runtime_canary.h"
 #include "scalars.h"
 
 namespace py = pybind11;
@@ -102,4 +103,7 @@ PYBIND11_MODULE(_kvcanary, m) {
   m.def("fused_verify", &FusedVerify_Launch);
   m.def("write", &Write_Launch);
   m.def("scatter_req_token_ids", &Scatter_Launch);
+
+  // The host runtime (kvcanary.runtime): runtime_binding.cpp.
+  Runtime_Register(m);
 }

@@ -79,6 +79,23 @@ bool BoolArg(py::handle value, std::string_view name) {
   return value.ptr() == Py_True;
 }
 
+std::string StrArg(py::handle value, std::string_view name) {
+  if (!PyUnicode_Check(value.ptr())) {
+    ThrowTypeError("kv-canary: ", name, " must be a str, got ", TypeName(value));
+  }
+  return value.cast<std::string>();
+}
+
+double NumberArg(py::handle value, std::string_view name) {
+  if (PyFloat_Check(value.ptr())) return PyFloat_AsDouble(value.ptr());
+  if ((PyLong_Check(value.ptr()) && !PyBool_Check(value.ptr())) || IsNumpyInteger(value)) {
+    const double result = PyFloat_AsDouble(value.ptr());
+    if (result == -1.0 && PyErr_Occurred()) throw py::error_already_set();
+    return result;
+  }
+  ThrowTypeError("kv-canary: ", name, " must be a number, got ", TypeName(value));
+}
+
 std::uintptr_t StreamArg(py::handle stream) {
   if (py::hasattr(stream, "cuda_stream")) return StreamArg(stream.attr("cuda_stream"));
   const int64_t handle = Int64Arg(stream, "stream");

@@ -33,6 +33,12 @@ uint64_t U64Arg(pybind11::handle value, std::string_view name);
 // True or False only: "kv-canary: {name} must be a bool, got {type}".
 bool BoolArg(pybind11::handle value, std::string_view name);
 
+// A Python str: "kv-canary: {name} must be a str, got {type}".
+std::string StrArg(pybind11::handle value, std::string_view name);
+
+// A Python int or float (never a bool): "kv-canary: {name} must be a number, got {type}".
+double NumberArg(pybind11::handle value, std::string_view name);
+
 // A cudaStream_t given as an int handle in [0, 2**64) or an object with .cuda_stream.
 std::uintptr_t StreamArg(pybind11::handle stream);
 

@@ -81,13 +81,22 @@ struct WriteParams {
   const int32_t* enable_chain_position_assert = nullptr;
 };
 
-// req_to_token read through its row stride (a slice of a wider table); unit inner stride.
+// The table that locates a token's slot, read through its row stride (a slice of a wider table;
+// unit inner stride): req_to_token (one int32 slot per position), or a paged block table (one
+// int32 or int64 block id per block_size positions). ReadReqToToken reads both.
 struct ReqToTokenParams {
-  // [rows, row_stride] int32
+  // [rows, row_stride] int32 slots, or int32 block ids when paged
   const int32_t* data = nullptr;
   int64_t rows = 0;
-  int64_t width = 0;
-  int64_t row_stride = 0;
+  int64_t width = 0;       // positions per row: the table's columns times block_size
+  int64_t row_stride = 0;  // in table elements
+  // A block table (paged): cells are block ids, int32 in data or int64 in data64 (then data is
+  // nullptr). Not paged: cells are slots (an int32 block table of block_size 1 reads as one).
+  // block_shift is log2(block_size) for a power of two, else -1.
+  bool paged = false;
+  int64_t block_size = 1;
+  int32_t block_shift = 0;
+  const int64_t* data64 = nullptr;
 };
 
 // The full -> SWA slot table; len 0 means "no table" (identity).

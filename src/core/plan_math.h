@@ -12,10 +12,32 @@
 
 namespace kvcanary {
 
-// rt(row, col) with row and column clamped. An empty table reads as slot 0 (skipped by verify).
+// The slot of clamped position `col` in a block table whose row starts at element `base`:
+// block id * block_size + offset in the block. An id of an invalid table wraps, never traps.
+KVC_HOST_DEVICE int64_t ReadPagedSlot(const ReqToTokenParams& table, int64_t base, int64_t col) {
+  int64_t block = 0;
+  int64_t offset = 0;
+  if (table.block_shift >= 0) {
+    block = col >> table.block_shift;
+    offset = col & (table.block_size - 1);
+  } else {
+    block = col / table.block_size;
+    offset = col - block * table.block_size;
+  }
+  const int64_t id = table.data64 != nullptr ? table.data64[base + block]
+                                             : static_cast<int64_t>(table.data[base + block]);
+  return WrapAdd(WrapMul(id, table.block_size), offset);
+}
+
+// rt(row, col) with row and column clamped: the slot of position `col` of table row `row`. A block
+// table clamps the position to its rows' max_blocks * block_size positions, so it reads exactly
+// as the req_to_token it describes, invalid positions included. An empty table reads as slot 0
+// (skipped by verify).
 KVC_HOST_DEVICE int64_t ReadReqToToken(const ReqToTokenParams& table, int64_t row, int64_t col) {
   if (table.rows <= 0 || table.width <= 0) return 0;
-  return table.data[ClampIndex(row, table.rows) * table.row_stride + ClampIndex(col, table.width)];
+  const int64_t base = ClampIndex(row, table.rows) * table.row_stride;
+  if (!table.paged) return table.data[base + ClampIndex(col, table.width)];
+  return ReadPagedSlot(table, base, ClampIndex(col, table.width));
 }
 
 // tr(x): negative values pass through; an index past the table clamps to its last entry (D3).

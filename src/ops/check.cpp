@@ -19,6 +19,13 @@ void HasDType(const TensorView& t, DType dtype, std::string_view name) {
   }
 }
 
+void HasIndexDType(const TensorView& t, std::string_view name) {
+  if (t.dtype() != DType::kInt32 && t.dtype() != DType::kInt64) {
+    ThrowError("kv-canary: ", name, " must have dtype torch.int32 or torch.int64, got ",
+               DTypeName(t.dtype()));
+  }
+}
+
 void Is1D(const TensorView& t, std::string_view name) {
   if (t.ndim() != 1) ThrowError("kv-canary: ", name, " must be 1-D, got shape ", t.ShapeString());
 }

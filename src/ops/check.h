@@ -18,6 +18,9 @@ void Present(const TensorView& t, std::string_view name);
 void Contiguous(const TensorView& t, std::string_view name);
 // G2 "kv-canary: {name} must have dtype {dtype}, got {actual}"
 void HasDType(const TensorView& t, DType dtype, std::string_view name);
+// G2 for a tensor of either index dtype: "kv-canary: {name} must have dtype torch.int32 or
+// torch.int64, got {actual}"
+void HasIndexDType(const TensorView& t, std::string_view name);
 // G3 "kv-canary: {name} must be 1-D, got shape {shape}"
 void Is1D(const TensorView& t, std::string_view name);
 // G4 "kv-canary: {name} must be 2-D, got shape {shape}"

@@ -22,6 +22,28 @@ void CheckScalars(const FusedVerifyArgs& a) {
   }
 }
 
+// A block table addresses the full pool in whole blocks: without an SWA table that pool is the
+// canary's slots; with one it is the table's full_pool_size + 1 entries less the padding entry.
+void CheckBlocksTilePool(const FusedVerifyArgs& a) {
+  if (!a.inputs.block_table.defined()) return;
+  const int64_t block_size = a.inputs.block_size;
+  const TensorView& lut = a.inputs.full_to_swa_index_mapping;
+  if (lut.defined()) {
+    const int64_t full_pool = lut.size(0) - 1;
+    if (full_pool % block_size != 0) {
+      ThrowError("kv-canary: block_size must divide the full pool ",
+                 "full_to_swa_index_mapping maps (its length - 1 = ", full_pool,
+                 "), got block_size=", block_size);
+    }
+    return;
+  }
+  const int64_t num_slots = a.context.canary_buf.size(0);
+  if (num_slots % block_size != 0) {
+    ThrowError("kv-canary: block_size must divide canary_buf's num_slots=", num_slots,
+               ", got block_size=", block_size);
+  }
+}
+
 void Validate(const FusedVerifyArgs& a) {
   const int64_t bs = a.inputs.req_pool_indices.length();
   sig::SpecList table = {CanaryBufSpec(a.context, /*written=*/false)};
@@ -32,9 +54,13 @@ void Validate(const FusedVerifyArgs& a) {
   table.Add(VerifyCountSpecs(a.verify_num_valid, a.verify_enable, PlanNames::kInput));
   table.Add(SwaLutSpec(a.inputs, "full_to_swa_index_mapping"));
   table.Add(TokenPoolSpecs(a.inputs));
+  CheckTableChoice(a.inputs);
   ValidateLaunch(
       a.context, "canary_verify", table, [&] { CheckScalars(a); },
-      [&] { CheckReqToTokenStride0(a.inputs); });
+      [&] {
+        CheckTableSizes(a.inputs);
+        CheckBlocksTilePool(a);
+      });
 }
 
 FusedVerifyParams ParamsOf(const FusedVerifyArgs& a, const LaunchContext& context) {

@@ -75,13 +75,14 @@ void Validate(const PlanArgs& a) {
   const bool offsets_only = IsOffsetsOnly(a.verify_plan_out);
   PlanTables t;
   BuildTables(a, t);
+  CheckTableChoice(a.inputs);
   sig::CheckPresent(t.entries);
   sig::CheckPresent(t.main);
   sig::CheckBounds(t.all);
   CheckScalars(a, offsets_only);
   for (unsigned pass : {sig::kLayout, sig::kDType, sig::kShape}) sig::CheckEach(t.main, pass);
   CheckWritePlanSizes(a.write_plan_out, a.inputs.req_pool_indices.length());  // O16, O17
-  CheckReqToTokenStride0(a.inputs);                                           // O18
+  CheckTableSizes(a.inputs);                                                  // O18
   sig::CheckEach(t.entries, sig::kWhole);                                     // P7
   sig::CheckEach(t.pool, sig::kWhole);                                        // P8
   sig::CheckEach(t.scratch, sig::kWhole);                                     // P9

@@ -32,6 +32,7 @@ void Validate(const PlanEntriesArgs& a) {
   table.Add(SwaLutSpec(a.inputs, "lut_tensor"));
   table.Add(TokenPoolSpecs(a.inputs));
   const sig::Specs all = table.all();
+  CheckTableChoice(a.inputs);
   sig::CheckPresent(all);
   sig::CheckBounds(all);
   RequireValidLensForPool(a.inputs, "launch_plan_entries_kernel");  // E1
@@ -40,7 +41,7 @@ void Validate(const PlanEntriesArgs& a) {
     ThrowError("kv-canary: verify_offsets_scratch length must be >= bs_padded + 1");
   }
   sig::CheckEach(all.subspan(rest_begin), sig::kWhole);
-  CheckReqToTokenStride0(a.inputs);
+  CheckTableSizes(a.inputs);
   sig::CheckPlacement(a.verify_offsets_scratch, "verify_offsets_scratch", all);
 }
 

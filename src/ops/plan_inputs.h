@@ -13,8 +13,9 @@
 
 namespace kvcanary {
 
-// req_pool_indices, prefix_lens, extend_seq_lens and req_to_token, in that order. extend_seq_lens
-// is required when `needs_extend`, else checked only when given. bs = req_pool_indices.length().
+// req_pool_indices, prefix_lens, extend_seq_lens and the slot table (req_to_token, or block_table
+// when given: int32 or int64), in that order. extend_seq_lens is required when `needs_extend`,
+// else checked only when given. bs = req_pool_indices.length().
 sig::SpecList BatchSpecs(const PlanInputs& in, bool needs_extend);
 // The SWA table (optional): int64, 1-D, at least `min_length` entries; `name` is what messages
 // call it ("lut_tensor" in SGLang's launchers).
@@ -26,8 +27,15 @@ sig::SpecList TokenPoolSpecs(const PlanInputs& in);
 void RequireSwaLutForWindow(const PlanInputs& in, std::string_view op);
 // "kv-canary: {op} requires req_to_verify_expected_tokens_valid_lens when ... is set".
 void RequireValidLensForPool(const PlanInputs& in, std::string_view op);
-// O18: an explicit pitch must equal the view's row stride.
-void CheckReqToTokenStride0(const PlanInputs& in);
+
+// Exactly one of req_to_token and block_table, and a block_size in [1, kMaxBlockSize] that is 1
+// with req_to_token. Runs before the presence checks: it reads no size.
+void CheckTableChoice(const PlanInputs& in);
+// After the table's shape checks: O18 (an explicit pitch must equal the given table's row
+// stride) and a block table's positions per row (max_blocks * block_size) within int64.
+void CheckTableSizes(const PlanInputs& in);
+// The table that locates the slots: block_table when given, else req_to_token.
+const TensorView& SlotTableOf(const PlanInputs& in);
 
 // Pointers and sizes of validated inputs. An absent LUT gives len 0 (identity), `lut_len`
 // overriding its length; an absent pool gives data nullptr (every expected token -1).

@@ -38,8 +38,8 @@ void CheckScalars(const PlanOffsetsArgs& a) {
   const int64_t bs = in.req_pool_indices.length();
   const int64_t write_offsets_len = a.out_write_offsets.length();
   const int64_t write_req_capacity = a.out_write_seed_slot_indices.length();
-  const int64_t stride0 =
-      in.req_to_token_stride0.value_or(in.req_to_token.ndim() >= 1 ? in.req_to_token.stride(0) : 0);
+  const TensorView& table = SlotTableOf(in);
+  const int64_t stride0 = in.req_to_token_stride0.value_or(table.ndim() >= 1 ? table.stride(0) : 0);
   const int64_t lut_len = LutLenOf(a);
   const bool has_lut = in.full_to_swa_index_mapping.defined();
   if (bs < 0 || bs > kPlanBsBlockSize) {
@@ -68,6 +68,7 @@ void CheckScalars(const PlanOffsetsArgs& a) {
 void Validate(const PlanOffsetsArgs& a) {
   const WritePlanView write = WritePlanOf(a);
   const sig::SpecList table = TableOf(a, write);
+  CheckTableChoice(a.inputs);
   sig::CheckPresent(table);
   sig::CheckBounds(table);
   sig::CheckEach(table, sig::kLayout);                             // O1
@@ -75,7 +76,7 @@ void Validate(const PlanOffsetsArgs& a) {
   CheckScalars(a);                                                 // O3-O11
   sig::CheckEach(table, sig::kShape);                              // O12-O15
   CheckWritePlanSizes(write, a.inputs.req_pool_indices.length());  // O16, O17
-  CheckReqToTokenStride0(a.inputs);                                // O18
+  CheckTableSizes(a.inputs);                                       // O18
   sig::CheckPlacement(a.out_verify_offsets_scratch, "out_verify_offsets_scratch", table);  // O19
 }
 

@@ -131,7 +131,13 @@ void CheckEach(Specs specs, unsigned checks) {
   for (const TensorSpec& spec : specs) {
     if (!spec.present()) continue;
     if (checks & kLayout) CheckLayout(spec);
-    if (checks & kDType) check::HasDType(*spec.view, spec.dtype, spec.name);
+    if (checks & kDType) {
+      if (spec.int32_or_int64) {
+        check::HasIndexDType(*spec.view, spec.name);
+      } else {
+        check::HasDType(*spec.view, spec.dtype, spec.name);
+      }
+    }
     if (checks & kShape) CheckShape(spec);
   }
 }

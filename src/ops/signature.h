@@ -40,6 +40,7 @@ struct TensorSpec {
   const TensorView* view = nullptr;
   std::string_view name;
   DType dtype = DType::kInt64;
+  bool int32_or_int64 = false;  // either index dtype is accepted (a block table); dtype ignored
   int rank = 1;    // 1 or 2 (G3 / G4); 0 = not checked here
   Extent length;   // size(0), checked after the rank
   Extent columns;  // size(1) (G10), checked after the length

@@ -178,7 +178,7 @@ class CanaryManager::Impl final : public PerturbationHost {
   const ForwardState& FirstForward() const override { return forwards_[0]; }
   int64_t OuterStep() const override { return step_.outer; }
   const RadixView* Radix() const override { return sweep_.radix; }
-  const TensorView& InstallReqToToken() const override { return args_.req_to_token; }
+  const TokenTable& InstalledTable() const override { return table_; }
   int64_t SweepInterval() const override { return config_.sweep_interval; }
   StreamHandle Stream() const override { return stream_; }
   void Log(LogLevel level, const std::string& message) const override {
@@ -191,6 +191,7 @@ class CanaryManager::Impl final : public PerturbationHost {
   // What install decided.
   Config config_;
   InstallArgs args_;
+  TokenTable table_;  // req_to_token or block table, checked at install
   Capacities capacities_{};
   LogSink* log_ = nullptr;
   Device device_;

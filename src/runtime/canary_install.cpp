@@ -24,15 +24,39 @@ int64_t RecordBufferBytes(const GroupSpec& spec, const char* slots_name, int64_t
                     slots, kCanarySlotBytes);
 }
 
-// Real-KV sources fingerprint layer 0 only; a row width that is not a positive multiple of
+// The layers a half fingerprints: its `layers` list, else layer 0 alone. Throws for both given,
+// more than kMaxRealKvSources layers, or a list with verify_backup (which re-hashes one layer).
+std::vector<TensorView> LayersOf(const TensorView& layer0, const std::vector<TensorView>& layers,
+                                 const char* half, const GroupSpec& spec, const Config& config) {
+  if (layers.empty()) return layer0.defined() ? std::vector<TensorView>{layer0} : layers;
+  const std::string name = std::string("group ") + GroupKindName(spec.kind) + " " + half;
+  if (layer0.defined()) {
+    ThrowError("kv-canary: ", name, "_layers and ", half, "_layer0 are both given; pass one");
+  }
+  if (layers.size() > static_cast<size_t>(kMaxRealKvSources)) {
+    ThrowError("kv-canary: ", name, "_layers must hold at most ", kMaxRealKvSources,
+               " layers, got ", layers.size());
+  }
+  if (config.verify_backup && layers.size() > 1) {
+    ThrowError("kv-canary: verify_backup re-hashes one host layer; ", name, "_layers has ",
+               layers.size(), " (give one layer, or turn verify_backup off)");
+  }
+  return layers;
+}
+
+// Real-KV sources, one per fingerprinted layer; a row width that is not a positive multiple of
 // 16 gets none.
-std::vector<RealKvSource> SourcesOf(const TensorView& layer0, const GroupSpec& spec,
+std::vector<RealKvSource> SourcesOf(const std::vector<TensorView>& layers, const GroupSpec& spec,
                                     RealKvHashMode mode) {
-  if (mode == RealKvHashMode::kNone || !layer0.defined()) return {};
+  if (mode == RealKvHashMode::kNone || layers.empty()) return {};
   if (spec.bytes_per_token <= 0 || spec.bytes_per_token % kRealKvBlockBytes != 0) return {};
   const int64_t read_bytes =
       mode == RealKvHashMode::kPartial ? kRealKvBlockBytes : spec.bytes_per_token;
-  return {MakeRealKvSource(layer0, spec.page_size, spec.bytes_per_token, read_bytes)};
+  std::vector<RealKvSource> sources;
+  for (const TensorView& layer : layers) {
+    sources.push_back(MakeRealKvSource(layer, spec.page_size, spec.bytes_per_token, read_bytes));
+  }
+  return sources;
 }
 
 std::string TagList(const std::vector<int>& tags) {
@@ -85,12 +109,10 @@ CanaryManager::Impl::Impl(const Config& config, const InstallArgs& args)
   if (args.num_inner_forwards < 1) {
     ThrowError("kv-canary: num_inner_forwards must be positive, got ", args.num_inner_forwards);
   }
-  if (!args.req_to_token.defined() || args.req_to_token.ndim() != 2) {
-    ThrowError("kv-canary: req_to_token must be a 2-D int32 tensor");
-  }
+  table_ = InstallTokenTable(args);
   incident_file_ = IncidentFile(config.incident_file);  // refuses a path it cannot append to
-  const int64_t rows = args.req_to_token.size(0);
-  const int64_t width = args.req_to_token.size(1);
+  const int64_t rows = table_.rows;
+  const int64_t width = table_.max_seq_len;
   capacities_ = args.capacities.has_value()
                     ? *args.capacities
                     : Capacities::FromArgs(rows, width, args.pool_slot_count,
@@ -114,7 +136,9 @@ CanaryManager::Impl::Impl(const Config& config, const InstallArgs& args)
     GroupState group;
     group.spec = spec;
     group.window = spec.kind == GroupKind::kSwa ? args.swa_window_size : 0;
-    group.has_v = spec.v_layer0.defined();
+    const std::vector<TensorView> k_layers = LayersOf(spec.k_layer0, spec.k_layers, "k", spec, config);
+    const std::vector<TensorView> v_layers = LayersOf(spec.v_layer0, spec.v_layers, "v", spec, config);
+    group.has_v = !v_layers.empty();
     for (int i = 0; i < 4; ++i) {
       const bool v_buffer = i % 2 == 1;
       if (v_buffer && !group.has_v) continue;
@@ -126,8 +150,8 @@ CanaryManager::Impl::Impl(const Config& config, const InstallArgs& args)
       }
     }
     group.host_slots = spec.host_slots;
-    group.sources[0] = SourcesOf(spec.k_layer0, spec, config.real_data);
-    group.sources[1] = SourcesOf(spec.v_layer0, spec, config.real_data);
+    group.sources[0] = SourcesOf(k_layers, spec, config.real_data);
+    group.sources[1] = SourcesOf(v_layers, spec, config.real_data);
     groups_.push_back(std::move(group));
   }
   std::sort(groups_.begin(), groups_.end(), [](const GroupState& a, const GroupState& b) {

@@ -40,7 +40,8 @@ void CanaryManager::Impl::CheckForwardInput(const ForwardState& forward, const F
 
 void CanaryManager::Impl::CheckHostInput(const ForwardBatch& batch,
                                          const ForwardHostInput& host) const {
-  const int64_t width = args_.req_to_token.size(1);
+  const TokenTable table = ForwardTokenTable(table_, batch);
+  const int64_t width = table.max_seq_len;
   for (size_t r = 0; r < host.prefix_lens.size(); ++r) {
     if (host.prefix_lens[r] > width) {
       ThrowError("kv-canary: prefix_len=", host.prefix_lens[r], " of batch row ", r,
@@ -51,6 +52,7 @@ void CanaryManager::Impl::CheckHostInput(const ForwardBatch& batch,
     ThrowError("kv-canary: host req_pool_indices has ", host.req_pool_indices.size(),
                " rows but prefix_lens has ", host.prefix_lens.size());
   }
+  CheckHostBlocks(table, args_.pool_slot_count, host);
   if (config_.enable_verify_token_assert && !host.req_all_ids_lens.empty()) {
     const size_t bs = host.req_pool_indices.size();
     if (host.req_all_ids_lens.size() != bs) {
@@ -141,7 +143,7 @@ void CanaryManager::Impl::UploadTokenPool(ForwardState& forward,
   scatter.offsets = sweep_.walk.View(DType::kInt64, {bs + 1}, 8 * total);
   scatter.req_pool_indices = sweep_.walk.View(DType::kInt64, {bs}, 8 * (total + bs + 1));
   scatter.pool_out = state_.expected_token_pool.View(
-      DType::kInt32, {args_.req_to_token.size(0), token_pool_width_});
+      DType::kInt32, {table_.rows, token_pool_width_});
   Scatter(scatter, stream_);
   CopyBytesAsync(forward.valid_lens.data(), host.req_all_ids_lens.data(), 8 * bs, device_,
                  stream_);
@@ -158,7 +160,7 @@ PlanArgs CanaryManager::Impl::PlanArgsOf(const ForwardState& forward, size_t gro
   plan.inputs.req_pool_indices = Slice1D(batch.req_pool_indices, row_begin, row_end);
   plan.inputs.prefix_lens = Slice1D(batch.prefix_lens, row_begin, row_end);
   plan.inputs.extend_seq_lens = Slice1D(batch.extend_seq_lens, row_begin, row_end);
-  plan.inputs.req_to_token = batch.req_to_token.defined() ? batch.req_to_token : args_.req_to_token;
+  SetPlanTable(ForwardTokenTable(table_, batch), plan.inputs);
   plan.inputs.req_to_token_stride0 = batch.req_to_token_stride0;
   plan.inputs.swa_window_size = groups_[group].window;
   if (groups_[group].spec.kind == GroupKind::kSwa) {
@@ -168,7 +170,7 @@ PlanArgs CanaryManager::Impl::PlanArgsOf(const ForwardState& forward, size_t gro
       verify_path_->PlanCapacity(capacities_.verify_capacity, verify_entries_bound_);
   if (forward.has_valid_lens) {
     plan.inputs.req_to_verify_expected_tokens = state_.expected_token_pool.View(
-        DType::kInt32, {args_.req_to_token.size(0), token_pool_width_});
+        DType::kInt32, {table_.rows, token_pool_width_});
     plan.inputs.req_to_verify_expected_tokens_valid_lens =
         Slice1D(forward.valid_lens.View(DType::kInt64, {capacities_.write_req_capacity}),
                 row_begin, row_end);

@@ -191,9 +191,8 @@ void Perturber::Flip(const char* name, int group_index, int64_t logical_slot, in
   Emit(PerturbationEvent{name, step, at->slot, req_pool_idx, position, original, flipped});
 }
 
-TensorView Perturber::TableOf(const ForwardState& forward) const {
-  return forward.batch.req_to_token.defined() ? forward.batch.req_to_token
-                                              : host_.InstallReqToToken();
+TokenTable Perturber::TableOf(const ForwardState& forward) const {
+  return ForwardTokenTable(host_.InstalledTable(), forward.batch);
 }
 
 std::vector<int64_t> Perturber::WrittenSlots(const ForwardState& forward) const {
@@ -210,22 +209,26 @@ std::vector<int64_t> Perturber::WrittenSlots(const ForwardState& forward) const 
 
 std::vector<Perturber::ActiveEntry> Perturber::CollectActive(const ForwardState& forward) const {
   const ForwardHostInput& host = forward.host;
-  const TensorView table = TableOf(forward);
-  const int64_t rows = table.size(0);
-  const int64_t width = table.size(1);
+  const TokenTable table = TableOf(forward);
   const std::vector<int64_t> written_list = WrittenSlots(forward);
   const std::unordered_set<int64_t> written(written_list.begin(), written_list.end());
   std::vector<ActiveEntry> active;
   for (size_t r = 0; r < host.req_pool_indices.size(); ++r) {
     const int64_t rp = host.req_pool_indices[r];
-    if (rp == kReqPoolIdxPadding || rp < 0 || rp >= rows || r >= host.prefix_lens.size()) continue;
+    if (rp == kReqPoolIdxPadding || rp < 0 || rp >= table.rows || r >= host.prefix_lens.size()) {
+      continue;
+    }
     const int64_t extend = r < host.extend_seq_lens.size() ? host.extend_seq_lens[r] : 0;
     const int64_t seq_len = host.prefix_lens[r] + extend;
-    const int64_t count = std::min(seq_len, width);
-    const std::vector<int64_t> slots = ReadRow(table, rp, count, host_.Stream());
+    const int64_t count = std::min(seq_len, table.max_seq_len);
+    // A block table row holds a block per block_size positions: expand it to slots.
+    const int64_t block = table.block_size;
+    const std::vector<int64_t> cells =
+        ReadRow(table.tensor(), rp, (count + block - 1) / block, host_.Stream());
     for (int64_t pos = 0; pos < count; ++pos) {
-      if (slots[pos] >= 0 && written.count(slots[pos]) == 0) {
-        active.push_back(ActiveEntry{rp, pos, slots[pos], seq_len});
+      const int64_t slot = cells[pos / block] * block + pos % block;
+      if (slot >= 0 && written.count(slot) == 0) {
+        active.push_back(ActiveEntry{rp, pos, slot, seq_len});
       }
     }
   }
@@ -237,17 +240,27 @@ void Perturber::PerturbReqToToken(const ForwardState& forward, int64_t step) {
   const std::vector<ActiveEntry> active = CollectActive(forward);
   if (active.empty()) return Skip(name, "the batch has no live req_to_token entry");
   const ActiveEntry& target = active[rng_.Below(static_cast<int64_t>(active.size()))];
+  // A block table gets another live block in the target's column: the whole block moves, as a
+  // swapped block-table entry would move it (a per-token table is blocks of one).
+  const TokenTable table = TableOf(forward);
+  const int64_t block = table.block_size;
   std::vector<int64_t> replacements;
   for (const ActiveEntry& entry : active) {
-    if (entry.slot >= 1 && entry.slot != target.slot) replacements.push_back(entry.slot);
+    if (entry.slot >= 1 && entry.slot / block != target.slot / block) {
+      replacements.push_back(entry.slot);
+    }
   }
   if (replacements.empty()) return Skip(name, "the batch has no other live slot");
-  const int64_t new_slot = replacements[rng_.Below(static_cast<int64_t>(replacements.size()))];
-  const TensorView table = TableOf(forward);
-  const int32_t value = static_cast<int32_t>(new_slot);
-  CopyBytesAsync(ElementAddress(table, target.req_pool_idx, target.position), &value, 4,
-                 table.device(), host_.Stream());
-  SynchronizeStream(table.device(), host_.Stream());
+  const int64_t cell =
+      replacements[rng_.Below(static_cast<int64_t>(replacements.size()))] / block;
+  const int64_t new_slot = cell * block + target.position % block;
+  const TensorView& tensor = table.tensor();
+  const int32_t narrow = static_cast<int32_t>(cell);
+  const int64_t item = ItemSize(tensor.dtype());
+  CopyBytesAsync(ElementAddress(tensor, target.req_pool_idx, target.position / block),
+                 item == 4 ? static_cast<const void*>(&narrow) : &cell, item, tensor.device(),
+                 host_.Stream());
+  SynchronizeStream(tensor.device(), host_.Stream());
   host_.Log(
       LogLevel::kInfo,
       Printf("kv_canary perturb req_to_token: req_pool_idx=%lld position=%lld "

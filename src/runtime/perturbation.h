@@ -25,6 +25,7 @@
 
 #include "kvcanary/context.h"
 #include "kvcanary/runtime/canary_manager.h"
+#include "runtime/token_table.h"
 #include "kvcanary/runtime/config.h"
 
 namespace kvcanary::runtime {
@@ -34,14 +35,14 @@ struct GroupState;
 
 // What the perturber may see and use of the runtime that owns it, and nothing more: the groups
 // (their sources and tables), the batch of inner forward 0, the step, the radix view, the
-// install's req_to_token, the sweep interval, the compute stream, the log and the listener.
+// install's token table, the sweep interval, the compute stream, the log and the listener.
 class PerturbationHost {
  public:
   virtual const std::vector<GroupState>& Groups() const = 0;
   virtual const ForwardState& FirstForward() const = 0;
   virtual int64_t OuterStep() const = 0;
   virtual const RadixView* Radix() const = 0;
-  virtual const TensorView& InstallReqToToken() const = 0;
+  virtual const TokenTable& InstalledTable() const = 0;
   virtual int64_t SweepInterval() const = 0;
   virtual StreamHandle Stream() const = 0;
   virtual void Log(LogLevel level, const std::string& message) const = 0;
@@ -117,7 +118,7 @@ class Perturber {
   std::vector<ActiveEntry> CollectActive(const ForwardState& forward) const;
   // The non-padded part of the forward's out_cache_loc (slot 0 is padding).
   std::vector<int64_t> WrittenSlots(const ForwardState& forward) const;
-  TensorView TableOf(const ForwardState& forward) const;
+  TokenTable TableOf(const ForwardState& forward) const;
 
   void PerturbReqToToken(const ForwardState& forward, int64_t step);
   void PerturbRealKvUsed(const ForwardState& forward, int64_t step);

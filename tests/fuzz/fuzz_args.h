@@ -19,18 +19,38 @@ inline int64_t ConsumeSize(FuzzedDataProvider& in, int64_t most) {
   return in.ConsumeIntegralInRange<int64_t>(0, most);
 }
 
-// The batch of one forward: `bs` rows over a req_to_token table of a few rows and columns.
+// The table that locates the slots, of a few rows and columns: req_to_token; for a kind byte of
+// 6 mod 8 a paged block table (int32 ids, int64 when bit 3 is set) with a small block size or,
+// now and then, one as decoded; for 7 mod 8 both tables or neither; for 0xff req_to_token with a
+// block size as decoded. The last three are refused, except a block size that happens to be 1.
+inline void ConsumeSlotTable(Arena& arena, FuzzedDataProvider& in, kvcanary::PlanInputs& inputs) {
+  const uint8_t kind = in.ConsumeIntegral<uint8_t>();
+  const Shape shape = {ConsumeSize(in, 6), ConsumeSize(in, 12)};
+  if (kind % 8 != 6 && kind % 8 != 7) {
+    inputs.req_to_token = arena.Tensor(DType::kInt32, shape);
+    if (kind == 0xff) inputs.block_size = ConsumeValue(in);
+    return;
+  }
+  inputs.block_table = arena.Tensor((kind >> 3) & 1 ? DType::kInt64 : DType::kInt32, shape);
+  inputs.block_size = in.ConsumeBool() ? 1 + ConsumeSize(in, 16) : ConsumeValue(in);
+  if (kind % 8 == 7) {
+    inputs.req_to_token = arena.Tensor(DType::kInt32, shape);
+    if ((kind >> 4) & 1) inputs.block_table = kvcanary::TensorView();
+  }
+}
+
+// The batch of one forward: `bs` rows over a slot table (ConsumeSlotTable).
 inline kvcanary::PlanInputs ConsumePlanInputs(Arena& arena, FuzzedDataProvider& in, int64_t bs) {
   kvcanary::PlanInputs inputs;
   inputs.req_pool_indices = arena.Tensor(DType::kInt64, {bs});
   inputs.prefix_lens = arena.Tensor(DType::kInt64, {bs});
   inputs.extend_seq_lens = arena.Tensor(DType::kInt64, {bs});
-  const int64_t rows = ConsumeSize(in, 6);
-  const int64_t width = ConsumeSize(in, 12);
-  inputs.req_to_token = arena.Tensor(DType::kInt32, {rows, width});
+  ConsumeSlotTable(arena, in, inputs);
   if (in.ConsumeBool()) {
+    const kvcanary::TensorView& table =
+        inputs.block_table.defined() ? inputs.block_table : inputs.req_to_token;
     inputs.req_to_token_stride0 =
-        in.ConsumeBool() ? inputs.req_to_token.stride(0) : ConsumeValue(in);
+        in.ConsumeBool() && table.ndim() >= 1 ? table.stride(0) : ConsumeValue(in);
   }
   inputs.require_contiguous_req_to_token = in.ConsumeBool();
   inputs.swa_window_size = ConsumeValue(in);

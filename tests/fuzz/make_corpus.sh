@@ -25,6 +25,13 @@ for target in fuzz_plan fuzz_plan_offsets fuzz_plan_entries fuzz_verify fuzz_fus
   { repeat 04 1024; repeat f5 64; } >"corpus/${target}/fours_then_extremes"
 done
 
+# The targets that decode a forward's plan inputs: a kind byte of 6 mod 8 gives a paged block
+# table (fuzz_args.h), 06 with int32 ids and block size 6, 0e with int64 ids and block size 14.
+for target in fuzz_plan fuzz_plan_offsets fuzz_plan_entries fuzz_fused_verify; do
+  repeat 06 1024 >"corpus/${target}/paged_sixes"
+  repeat 0e 1024 >"corpus/${target}/paged_fourteens"
+done
+
 # fuzz_config: NAME-INDEX bytes are read from the end, values (backslash-terminated) from the front.
 printf 'log\\ 1\\ 64\\ 0.5\\ full\\ \x01\x03\x02\x0f\x14' >corpus/fuzz_config/typical
 printf 'raise\\ all\\ -1\\ nan\\ 18446744073709551615\\ \x00\x01\x04\x10\x16' >corpus/fuzz_config/edges

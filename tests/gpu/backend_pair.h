@@ -63,6 +63,8 @@ struct BackendStep {
         prefix_lens(in.prefix_lens),
         extend_seq_lens(in.extend_seq_lens),
         req_to_token(in.req_to_token),
+        block_table32(MirrorOptional<Buf>(in.block_table32)),
+        block_table64(MirrorOptional<Buf>(in.block_table64)),
         lut(MirrorOptional<Buf>(in.lut)),
         pool(MirrorOptional<Buf>(in.pool)),
         valid_lens(MirrorOptional<Buf>(in.valid_lens)),
@@ -100,7 +102,12 @@ struct BackendStep {
     PlanInputs in;
     in.req_pool_indices = req_pool_indices.view();
     in.prefix_lens = prefix_lens.view();
-    in.req_to_token = TableView();
+    if (inputs.block_size > 0) {
+      in.block_table = block_table64.has_value() ? ViewOf(block_table64) : ViewOf(block_table32);
+      in.block_size = inputs.block_size;
+    } else {
+      in.req_to_token = TableView();
+    }
     in.swa_window_size = inputs.window;
     in.full_to_swa_index_mapping = ViewOf(lut);
     return in;
@@ -196,6 +203,8 @@ struct BackendStep {
   Plan plan;
   Buf<int64_t> req_pool_indices, prefix_lens, extend_seq_lens;
   Buf<int32_t> req_to_token;
+  std::optional<Buf<int32_t>> block_table32;
+  std::optional<Buf<int64_t>> block_table64;
   std::optional<Buf<int64_t>> lut;
   std::optional<Buf<int32_t>> pool;
   std::optional<Buf<int64_t>> valid_lens, scratch;

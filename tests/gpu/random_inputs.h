@@ -27,8 +27,9 @@ namespace sweep_internal {
 // The batch and the world it lives in.
 struct Batch {
   std::vector<int64_t> rp, prefix, extend;
-  std::vector<std::vector<int64_t>> tokens;  // tokens[r][pos], live rows only
-  HostTensor<int32_t> table;                 // req_to_token
+  std::vector<std::vector<int64_t>> tokens;      // tokens[r][pos], live rows only
+  HostTensor<int32_t> table;                     // req_to_token
+  std::optional<HostTensor<int64_t>> block_ids;  // the paged block table that describes it
   std::optional<HostTensor<int64_t>> lut;
   int64_t num_slots = 0;  // of the canary buffer (the SWA pool's with a LUT)
 };
@@ -42,6 +43,41 @@ inline int64_t Rt(const HostTensor<int32_t>& table, int64_t row, int64_t col) {
 inline int64_t Translate(const std::optional<HostTensor<int64_t>>& lut, int64_t slot) {
   if (!lut.has_value() || slot < 0) return slot;
   return (*lut)[std::min<int64_t>(slot, lut->shape()[0] - 1)];
+}
+
+// A paged table for the live rows of `b` (positions [0, prefix + extend) each): every row's blocks
+// drawn from blocks 1.. (in order, or permuted), and req_to_token derived from them. Returns the
+// full pool's slot count, a whole number of blocks.
+inline int64_t MakePagedTable(const SweepCase& c, Rng& rng, int64_t table_rows, int64_t width,
+                              Batch& b) {
+  const int64_t block = c.block_size;
+  const int64_t max_blocks = (width + block - 1) / block;
+  int64_t blocks_used = 0;
+  for (size_t r = 0; r < b.rp.size(); ++r) {
+    if (b.rp[r] != 0) blocks_used += (b.prefix[r] + b.extend[r] + block - 1) / block;
+  }
+  const bool sparse = c.table == TableKind::kSparsePermuted;
+  const int64_t pool_blocks = 1 + (sparse ? blocks_used + blocks_used / 2 + 1 : blocks_used);
+  std::vector<int64_t> order(pool_blocks - 1);
+  std::iota(order.begin(), order.end(), int64_t{1});
+  if (sparse) rng.Shuffle(order.begin(), order.end());
+  HostTensor<int64_t> ids({table_rows, max_blocks});
+  int64_t next = 0;
+  for (size_t r = 0; r < b.rp.size(); ++r) {
+    if (b.rp[r] == 0) continue;
+    const int64_t len = b.prefix[r] + b.extend[r];
+    for (int64_t k = 0; k < (len + block - 1) / block; ++k) ids.at(b.rp[r], k) = order[next++];
+    for (int64_t pos = 0; pos < len; ++pos) b.tokens[r].push_back(rng.Int(1, 150000));
+  }
+  b.table = HostTensor<int32_t>({table_rows, max_blocks * block});
+  for (int64_t row = 0; row < table_rows; ++row) {
+    for (int64_t pos = 0; pos < max_blocks * block; ++pos) {
+      b.table.at(row, pos) =
+          static_cast<int32_t>(ids[row * max_blocks + pos / block] * block + pos % block);
+    }
+  }
+  b.block_ids = std::move(ids);
+  return pool_blocks * block;
 }
 
 inline Batch MakeBatch(const SweepCase& c, Rng& rng) {
@@ -70,30 +106,35 @@ inline Batch MakeBatch(const SweepCase& c, Rng& rng) {
   }
   // Full-pool slots: consecutive, or a sparse permutation; slot 0 is never used.
   const bool sparse = c.table == TableKind::kSparsePermuted;
-  const int64_t full_slots = 1 + (sparse ? used + used / 2 + 1 : used);
-  std::vector<int32_t> order(full_slots - 1);
-  std::iota(order.begin(), order.end(), 1);
-  if (sparse) rng.Shuffle(order.begin(), order.end());
-  b.table = HostTensor<int32_t>({table_rows, width});
-  int64_t next = 0;
-  for (int64_t r = 0; r < bs; ++r) {
-    if (b.rp[r] == 0) continue;
-    for (int64_t pos = 0; pos < b.prefix[r] + b.extend[r]; ++pos) {
-      b.table.at(b.rp[r], pos) = order[next++];
-      b.tokens[r].push_back(rng.Int(1, 150000));
+  int64_t full_slots = 1 + (sparse ? used + used / 2 + 1 : used);
+  if (c.block_size > 0) {
+    full_slots = MakePagedTable(c, rng, table_rows, width, b);
+  } else {
+    std::vector<int32_t> order(full_slots - 1);
+    std::iota(order.begin(), order.end(), 1);
+    if (sparse) rng.Shuffle(order.begin(), order.end());
+    b.table = HostTensor<int32_t>({table_rows, width});
+    int64_t next = 0;
+    for (int64_t r = 0; r < bs; ++r) {
+      if (b.rp[r] == 0) continue;
+      for (int64_t pos = 0; pos < b.prefix[r] + b.extend[r]; ++pos) {
+        b.table.at(b.rp[r], pos) = order[next++];
+        b.tokens[r].push_back(rng.Int(1, 150000));
+      }
     }
   }
   b.num_slots = full_slots;
   if (c.lut == LutKind::kNone) return b;
 
-  HostTensor<int64_t> lut({full_slots});
-  std::iota(lut.values().begin(), lut.values().end(), int64_t{0});  // LUT[0] stays 0
+  // A block table's LUT holds the full pool and one entry more (0), as an engine's does.
+  HostTensor<int64_t> lut({full_slots + (c.block_size > 0 ? 1 : 0)});
+  std::iota(lut.values().begin(), lut.values().begin() + full_slots, int64_t{0});  // LUT[0] = 0
   if (c.lut == LutKind::kShift100) {
     for (int64_t i = 1; i < full_slots; ++i) lut[i] += 100;
     b.num_slots += 100;
   }
   if (c.lut == LutKind::kPermutation || c.lut == LutKind::kPermutationOutOfRange) {
-    rng.Shuffle(lut.values().begin() + 1, lut.values().end());
+    rng.Shuffle(lut.values().begin() + 1, lut.values().begin() + full_slots);
   }
   if (c.lut == LutKind::kPermutationOutOfRange && full_slots > 1) {
     // Values outside the SWA pool: verify skips / leaves the chain unchecked, write skips (D7);
@@ -263,7 +304,17 @@ inline StepInputs MakeStep(const SweepCase& c) {
   step.prefix_lens = HostTensor<int64_t>::Of(b.prefix);
   step.extend_seq_lens = HostTensor<int64_t>::Of(b.extend);
   step.req_to_token = b.table;
-  if (c.strided_table) {  // the same table as a slice of a wider one: noise past its width
+  if (b.block_ids.has_value()) {
+    step.block_size = c.block_size;
+    if (c.wide_block_ids) {
+      step.block_table64 = *b.block_ids;
+    } else {
+      step.block_table32 = HostTensor<int32_t>(b.block_ids->shape());
+      for (size_t i = 0; i < b.block_ids->values().size(); ++i) {
+        step.block_table32->values()[i] = static_cast<int32_t>(b.block_ids->values()[i]);
+      }
+    }
+  } else if (c.strided_table) {  // the same table as a slice of a wider one: noise past its width
     const int64_t rows = b.table.shape()[0];
     const int64_t width = b.table.shape()[1];
     HostTensor<int32_t> wide({rows, width + 3});

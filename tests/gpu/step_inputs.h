@@ -89,6 +89,10 @@ struct StepInputs {
   HostTensor<int64_t> req_pool_indices, prefix_lens, extend_seq_lens;
   HostTensor<int32_t> req_to_token;
   int64_t req_to_token_width = 0;  // > 0: the plan sees the first columns only (a strided view)
+  // A paged block table that describes req_to_token (block_size > 0): the plan reads it instead.
+  int64_t block_size = 0;
+  std::optional<HostTensor<int32_t>> block_table32;
+  std::optional<HostTensor<int64_t>> block_table64;
   int64_t window = 0;
   std::optional<HostTensor<int64_t>> lut;
   std::optional<HostTensor<int32_t>> pool;

@@ -33,6 +33,10 @@ struct SweepCase {
   int64_t window = 0;  // swa_window_size; > 0 only with a LUT
   TableKind table = TableKind::kLinear;
   bool strided_table = false;  // req_to_token a slice of a wider table
+  // > 0: the plan reads a paged block table of this many tokens per block (int32 ids, int64 when
+  // wide_block_ids) instead of req_to_token; its LUT then has one entry past the full pool.
+  int64_t block_size = 0;
+  bool wide_block_ids = false;
   PaddingKind padding = PaddingKind::kNone;
   CapacityKind capacity = CapacityKind::kLoose;  // verify capacity vs the entries the plan makes
   int num_sources = 0;
@@ -54,7 +58,8 @@ inline std::string Describe(const SweepCase& c) {
   std::ostringstream out;
   out << c.name << " seed=" << c.seed << " bs=" << c.bs << " lut=" << static_cast<int>(c.lut)
       << " window=" << c.window << " table=" << static_cast<int>(c.table)
-      << (c.strided_table ? "/strided" : "") << " padding=" << static_cast<int>(c.padding)
+      << (c.strided_table ? "/strided" : "") << " block_size=" << c.block_size
+      << (c.wide_block_ids ? "/int64" : "") << " padding=" << static_cast<int>(c.padding)
       << " capacity=" << static_cast<int>(c.capacity) << " sources=" << c.num_sources
       << " mode=" << static_cast<int>(c.mode) << " stride=" << c.slot_stride_bytes
       << " pool=" << c.token_pool << "/+" << c.pool_offset << " corrupt=" << c.corrupt

@@ -10,6 +10,24 @@
 
 namespace kvcanary::testing {
 
+// Each shape's variants 1 and 6 again over a paged block table: int32 ids in blocks of 16, and
+// int64 ids in blocks of 5 (not a power of two).
+inline std::vector<SweepCase> PagedCases(const std::vector<SweepCase>& sweep) {
+  std::vector<SweepCase> paged;
+  for (const SweepCase& base : sweep) {
+    const bool wide = base.name.ends_with("Variant6");
+    if (!wide && !base.name.ends_with("Variant1")) continue;
+    SweepCase c = base;
+    c.name += wide ? "PagedInt64Block5" : "PagedInt32Block16";
+    c.seed += 500;
+    c.block_size = wide ? 5 : 16;
+    c.wide_block_ids = wide;
+    c.strided_table = false;
+    paged.push_back(std::move(c));
+  }
+  return paged;
+}
+
 // The sweep: shapes over bs {1, 31, 32, 33, 128, 5000}, prefix {0, 1, 127, 128, 129, 4096} and
 // extend {1, 128, 4096}, each in eight variants that rotate the other knobs so that every value
 // of every knob meets several shapes (a covering subset, not the full cross product).
@@ -75,6 +93,8 @@ inline std::vector<SweepCase> SweepCases() {
       cases.push_back(std::move(c));
     }
   }
+  std::vector<SweepCase> paged = PagedCases(cases);
+  cases.insert(cases.end(), paged.begin(), paged.end());
   return cases;
 }
 

@@ -44,6 +44,13 @@ struct FakeEngineOptions {
   int64_t max_reqs = 8;
   int64_t max_context = 128;
   int64_t bytes_per_token = 32;
+  // > 0: each request's slots come in blocks of this many (block b holds slots [b * size,
+  // (b + 1) * size)); with `block_table` the runtime reads a paged block table instead of
+  // req_to_token. max_context must be a multiple of it.
+  int64_t block_size = 0;
+  bool block_table = false;
+  // > 0: the pool has this many layers, given to the runtime as k_layers / v_layers.
+  int64_t layers = 0;
   Device device = Device::CPU();
   // The runtime installed over them.
   Config config;
@@ -94,20 +101,34 @@ class FakeEngine {
   explicit FakeEngine(FakeEngineOptions options)
       : options_(options),
         stream_(options.device),
-        k_(options.device, options.num_slots * options.bytes_per_token),
-        v_(options.device, options.num_slots * options.bytes_per_token),
+        k_(options.device, LayerCount(options) * options.num_slots * options.bytes_per_token),
+        v_(options.device, LayerCount(options) * options.num_slots * options.bytes_per_token),
         table_(options.device, (options.max_reqs + 1) * options.max_context * 4),
+        blocks_(options.device, (options.max_reqs + 1) * MaxBlocks(options) * 4),
         batch_(options.device, 6 * 8 * kMaxTokens) {
     InstallArgs args;
     args.device = options.device;
     args.stream = stream_.handle();
-    args.req_to_token = table_.device_buffer().View(
-        DType::kInt32, {options.max_reqs + 1, options.max_context});
+    if (options.block_table) {
+      args.block_table = blocks_.device_buffer().View(
+          DType::kInt32, {options.max_reqs + 1, MaxBlocks(options)});
+      args.block_size = options.block_size;
+    } else {
+      args.req_to_token = table_.device_buffer().View(
+          DType::kInt32, {options.max_reqs + 1, options.max_context});
+    }
     GroupSpec full;
     full.kind = GroupKind::kFull;
     full.num_slots = options.num_slots;
-    full.k_layer0 = KLayer0();
-    full.v_layer0 = VLayer0();
+    if (options.layers > 0) {
+      for (int64_t layer = 0; layer < options.layers; ++layer) {
+        full.k_layers.push_back(Layer(k_, layer));
+        full.v_layers.push_back(Layer(v_, layer));
+      }
+    } else {
+      full.k_layer0 = KLayer0();
+      full.v_layer0 = VLayer0();
+    }
     full.bytes_per_token = options.bytes_per_token;
     full.host_slots = 64;
     args.groups = {full};
@@ -174,7 +195,7 @@ class FakeEngine {
       prefix.push_back(begin);
       extend.push_back(end - begin);
       for (int64_t pos = begin; pos < end; ++pos) {
-        const int64_t slot = next_slot_++;
+        const int64_t slot = NewSlot(request.row, pos);
         Table()[request.row * options_.max_context + pos] = static_cast<int32_t>(slot);
         step.ids.push_back(request.tokens[pos]);
         step.positions.push_back(pos);
@@ -183,6 +204,7 @@ class FakeEngine {
       }
       table_.Upload(4 * (request.row * options_.max_context + begin), 4 * (end - begin),
                     stream_.handle());
+      blocks_.UploadAll(stream_.handle());
       request.written = end;
     }
     const int64_t live_rows = static_cast<int64_t>(rows.size());
@@ -220,6 +242,7 @@ class FakeEngine {
     host.req_pool_indices = rows;
     host.prefix_lens = prefix;
     host.extend_seq_lens = extend;
+    if (options_.block_table) host.block_ids = HostBlockIds(rows, prefix, extend);
     if (options_.config.enable_write_input_assert) {
       // One expectation per batch token; padding tokens are never written, so never compared.
       host.expected_input_tokens = expected;
@@ -267,15 +290,31 @@ class FakeEngine {
   }
 
   int64_t SlotOf(int64_t row, int64_t pos) const { return Table()[row * options_.max_context + pos]; }
+  int64_t BlockOf(int64_t row, int64_t index) const {
+    return blocks_.host<int32_t>()[row * MaxBlocks(options_) + index];
+  }
+  // Points block `index` of `row` at `block`: in the block table, and slot by slot in
+  // req_to_token, so either layout reads the same slots.
+  void SetBlock(int64_t row, int64_t index, int64_t block) {
+    Synchronize();
+    blocks_.host<int32_t>()[row * MaxBlocks(options_) + index] = static_cast<int32_t>(block);
+    blocks_.UploadAll(stream_.handle());
+    for (int64_t i = 0; i < options_.block_size; ++i) {
+      const int64_t pos = index * options_.block_size + i;
+      Table()[row * options_.max_context + pos] = static_cast<int32_t>(block * options_.block_size + i);
+    }
+    table_.UploadAll(stream_.handle());
+    Synchronize();
+  }
   void SetSlot(int64_t row, int64_t pos, int64_t slot) {
     Synchronize();
     Table()[row * options_.max_context + pos] = static_cast<int32_t>(slot);
     table_.Upload(4 * (row * options_.max_context + pos), 4, stream_.handle());
     Synchronize();
   }
-  void FlipKByte(int64_t slot, int64_t byte) {
+  void FlipKByte(int64_t slot, int64_t byte, int64_t layer = 0) {
     Synchronize();
-    const int64_t offset = slot * options_.bytes_per_token + byte;
+    const int64_t offset = (layer * options_.num_slots + slot) * options_.bytes_per_token + byte;
     k_.host<uint8_t>()[offset] ^= 0xFF;
     k_.Upload(offset, 1, stream_.handle());
     Synchronize();
@@ -303,7 +342,7 @@ class FakeEngine {
   // Declared before the runtime, so they outlive it.
   FakeEngineOptions options_;
   OwnedStream stream_;
-  MirroredBuffer k_, v_, table_, batch_;
+  MirroredBuffer k_, v_, table_, blocks_, batch_;
 
  public:
   CapturingLog log;
@@ -316,17 +355,54 @@ class FakeEngine {
     return batch_.device_buffer().View(DType::kInt64, {kMaxTokens}, 8 * kMaxTokens * index);
   }
   void WriteKvToken(int64_t slot, int64_t token, int64_t pos) {
-    uint8_t* k = k_.host<uint8_t>();
-    uint8_t* v = v_.host<uint8_t>();
-    for (int64_t b = 0; b < options_.bytes_per_token; ++b) {
-      const uint64_t word = Splitmix64(static_cast<uint64_t>(token * 131 + pos * 7 + b / 8));
-      k[slot * options_.bytes_per_token + b] = static_cast<uint8_t>(word >> (8 * (b % 8)));
-      v[slot * options_.bytes_per_token + b] = static_cast<uint8_t>(word >> (8 * (7 - b % 8)));
+    for (int64_t layer = 0; layer < LayerCount(options_); ++layer) {
+      const int64_t base = (layer * options_.num_slots + slot) * options_.bytes_per_token;
+      uint8_t* k = k_.host<uint8_t>() + base;
+      uint8_t* v = v_.host<uint8_t>() + base;
+      for (int64_t b = 0; b < options_.bytes_per_token; ++b) {
+        const uint64_t word =
+            Splitmix64(static_cast<uint64_t>(token * 131 + pos * 7 + b / 8 + layer * 1000003));
+        k[b] = static_cast<uint8_t>(word >> (8 * (b % 8)));
+        v[b] = static_cast<uint8_t>(word >> (8 * (7 - b % 8)));
+      }
     }
+  }
+
+  static int64_t LayerCount(const FakeEngineOptions& options) {
+    return std::max<int64_t>(options.layers, 1);
+  }
+  static int64_t MaxBlocks(const FakeEngineOptions& options) {
+    return options.block_size > 0 ? options.max_context / options.block_size : 1;
+  }
+  TensorView Layer(const MirroredBuffer& pool, int64_t layer) const {
+    return pool.device_buffer().View(DType::kUInt8, {options_.num_slots, options_.bytes_per_token},
+                                     layer * options_.num_slots * options_.bytes_per_token);
+  }
+  // The next free slot, or with blocks the slot of `pos` in the row's block (a new block at
+  // each block boundary; block 0 holds the padding slot and is never handed out).
+  int64_t NewSlot(int64_t row, int64_t pos) {
+    if (options_.block_size <= 0) return next_slot_++;
+    const int64_t size = options_.block_size;
+    if (pos % size == 0) {
+      blocks_.host<int32_t>()[row * MaxBlocks(options_) + pos / size] =
+          static_cast<int32_t>(next_block_++);
+    }
+    return BlockOf(row, pos / size) * size + pos % size;
+  }
+  std::vector<int64_t> HostBlockIds(const std::vector<int64_t>& rows,
+                                    const std::vector<int64_t>& prefix,
+                                    const std::vector<int64_t>& extend) const {
+    std::vector<int64_t> ids;
+    for (size_t r = 0; r < rows.size(); ++r) {
+      const int64_t blocks = (prefix[r] + extend[r] + options_.block_size - 1) / options_.block_size;
+      for (int64_t i = 0; i < blocks; ++i) ids.push_back(BlockOf(rows[r], i));
+    }
+    return ids;
   }
 
   std::vector<Request> requests_;
   int64_t next_slot_ = 1;
+  int64_t next_block_ = 1;
 };
 
 }  // namespace kvcanary::runtime::testing

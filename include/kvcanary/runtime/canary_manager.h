@@ -43,6 +43,11 @@ struct GroupSpec {
   // page_size 1). Absent V = a K-only pool (no V canary half). The real-KV sources are live views.
   TensorView k_layer0;
   TensorView v_layer0;
+  // Instead of k_layer0 / v_layer0: up to kMaxRealKvSources layers per half, each shaped like
+  // k_layer0. A slot's fingerprint then folds its bytes of every listed layer, so a byte flipped
+  // in any of them is caught (not with verify_backup, which re-hashes one host layer).
+  std::vector<TensorView> k_layers;
+  std::vector<TensorView> v_layers;
   int64_t page_size = 1;
   int64_t bytes_per_token = 0;
   // SWA only: int64 [full_pool_size + 1] full slot -> SWA slot (0 = not resident), on the device.
@@ -53,7 +58,12 @@ struct GroupSpec {
 struct InstallArgs {
   Device device = Device::CPU();
   StreamHandle stream = nullptr;  // the compute stream every launch is enqueued on
-  TensorView req_to_token;        // int32 [rows, width], on `device`
+  // The table that locates each request's tokens, on `device`: SGLang's per-token
+  // req_to_token (int32 [rows, width]) or a paged block table (int32 or int64 [rows, max_blocks]
+  // block ids, slot = block * block_size + position % block_size). Exactly one is given.
+  TensorView req_to_token;
+  TensorView block_table;
+  int64_t block_size = 1;  // tokens per block; divides pool_slot_count; 1 with req_to_token
   std::vector<GroupSpec> groups;  // at most one per kind
   int64_t swa_window_size = 0;
   int64_t pool_slot_count = 0;
@@ -89,6 +99,7 @@ struct ForwardBatch {
   TensorView out_cache_loc;      // [>= num_tokens] int64 full-pool slot per token, 0 = padding
   // The table the plan reads, when it is not the one given at install (absent = that one).
   TensorView req_to_token;
+  TensorView block_table;  // the same for an install with block_table (never both kinds)
   // An engine that keeps req_to_token as pointer + pitch passes its pitch: the plan op checks it
   // against the tensor's real row stride (a stale hard-coded pitch raises there).
   std::optional<int64_t> req_to_token_stride0;
@@ -105,6 +116,10 @@ struct ForwardHostInput {
   // enable_write_input_assert: what each written token should be (the token oracle).
   std::vector<int64_t> expected_input_tokens;
   std::vector<int64_t> expected_input_positions;
+  // Block-table installs, optional: the host copy of the block ids each batch row's positions
+  // [0, prefix_len + extend_len) use (ceil(that / block_size) per row), rows concatenated.
+  // When given, BeginStep refuses an id outside the pool's blocks before anything runs.
+  std::vector<int64_t> block_ids;
 };
 
 struct StepInput {

@@ -1,0 +1,138 @@
+// The _kvcanary.runtime submodule: the host runtime's classes and install, as one table like
+// binding.cpp's. kvcanary/runtime.py re-exports them with the Python-only helpers.
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include "dlpack_export.h"
+#include "kvcanary/runtime/violation_format.h"
+#include "runtime_canary.h"
+
+namespace py = pybind11;
+
+namespace kvcanary::python {
+namespace {
+
+using runtime::Capacities;
+using runtime::Config;
+using runtime::PerturbConfig;
+
+void RegisterArgumentClasses(py::module_& m) {
+  py::class_<Config> config(m, "Config",
+                            "The runtime's switches; keywords are the C++ field names.");
+  BindKeywordClass<Config>(config, &ConfigFields(), "Config",
+                           [](const Config& c) { c.Validate(); });
+  config.def_static(
+      "from_env", [] { return Config::FromEnv(); },
+      "Every KVCANARY_* variable of the process environment, as Config::FromEnv.");
+  py::class_<PerturbConfig> perturb(m, "PerturbConfig", "Fault injection, testing only.");
+  BindKeywordClass<PerturbConfig>(perturb, &PerturbConfigFields(), "PerturbConfig",
+                                  [](const PerturbConfig& p) { p.Validate(); });
+  perturb.def_static("from_env", [] { return PerturbConfig::FromEnv(); });
+  py::class_<Capacities> capacities(m, "Capacities", "Fixed launch capacities (capacities.h).");
+  BindKeywordClass<Capacities>(capacities, &CapacitiesFields(), "Capacities");
+  py::class_<GroupSpecArgs> group(m, "GroupSpec", "One buffer group of the KV pool.");
+  BindKeywordClass<GroupSpecArgs>(group, &GroupSpecFields(), "GroupSpec");
+  py::class_<ForwardBatchArgs> batch(m, "ForwardBatch", "One forward's device tensors.");
+  BindKeywordClass<ForwardBatchArgs>(batch, &ForwardBatchFields(), "ForwardBatch");
+  py::class_<runtime::ForwardHostInput> host(m, "ForwardHostInput",
+                                             "One forward as the host sees it.");
+  BindKeywordClass<runtime::ForwardHostInput>(host, &ForwardHostInputFields(), "ForwardHostInput");
+}
+
+void RegisterViolation(py::module_& m) {
+  py::class_<Violation> violation(m, "Violation", "One reported violation row and its step.");
+  const std::pair<const char*, int64_t ViolationRow::*> fields[] = {
+      {"kernel_kind", &ViolationRow::kernel_kind},
+      {"slot_idx", &ViolationRow::slot_idx},
+      {"position", &ViolationRow::position},
+      {"stored_token", &ViolationRow::stored_token},
+      {"expected_token", &ViolationRow::expected_token},
+      {"stored_chain_hash", &ViolationRow::stored_chain_hash},
+      {"expected_aux", &ViolationRow::expected_aux},
+      {"fail_reason_bits", &ViolationRow::fail_reason_bits}};
+  for (const auto& [name, member] : fields) {
+    violation.def_property_readonly(
+        name, [member = member](const Violation& v) { return v.row.*member; });
+  }
+  violation.def_readonly("step", &Violation::step)
+      .def_property_readonly(
+          "launch_tag",
+          [](const Violation& v) { return runtime::LaunchTagLabel(v.row.kernel_kind); })
+      .def_property_readonly(
+          "fail_reasons",
+          [](const Violation& v) { return runtime::FailReasonLabels(v.row.fail_reason_bits, ","); })
+      .def_property_readonly(
+          "first_line", [](const Violation& v) { return runtime::FormatViolationFirstLine(v.row); })
+      .def("__repr__", [](const Violation& v) {
+        return "Violation(launch_tag=" + runtime::LaunchTagLabel(v.row.kernel_kind) +
+               ", slot_idx=" + std::to_string(v.row.slot_idx) +
+               ", position=" + std::to_string(v.row.position) +
+               ", fail_reasons=" + runtime::FailReasonLabels(v.row.fail_reason_bits, ",") +
+               ", step=" + std::to_string(v.step) + ")";
+      });
+}
+
+void RegisterCanaryManager(py::module_& m) {
+  using M = PyCanaryManager;
+  py::class_<M>(m, "CanaryManager", "The installed runtime (kvcanary.runtime.install).")
+      .def("mark_init_finished", &M::MarkInitFinished)
+      .def("begin_step", &M::BeginStep, py::arg("forwards"), py::arg("host"))
+      .def("pre_forward", &M::PreForward, py::arg("inner") = 0)
+      .def("post_forward", &M::PostForward, py::arg("inner") = 0)
+      .def("replayed_forward", &M::ReplayedForward, py::arg("inner") = 0)
+      .def("end_step", &M::EndStep)
+      .def("abandon_step", &M::AbandonStep)
+      .def("on_violation", &M::OnViolation, py::arg("callback"))
+      .def("attach_radix_cache", &M::AttachRadixCache, py::arg("view"))
+      .def("stats", &M::Stats)
+      .def("metrics", &M::Metrics)
+      .def(
+          "canary_buffer",
+          [](py::object self, py::handle kind, py::handle tail, py::handle v_half) {
+            // torch when it imports (CPU or CUDA), else numpy (CPU): both read DLPack.
+            const py::object exported = self.cast<M&>().CanaryBuffer(self, kind, tail, v_half);
+            try {
+              return py::module_::import("torch.utils.dlpack").attr("from_dlpack")(exported);
+            } catch (py::error_already_set& error) {
+              if (!error.matches(PyExc_ImportError)) throw;
+            }
+            return py::module_::import("numpy").attr("from_dlpack")(exported);
+          },
+          py::arg("kind"), py::arg("tail"), py::arg("v_half"))
+      .def_property_readonly("capacities", [](const M& c) { return c.manager().capacities(); })
+      .def_property_readonly("device_bytes", [](const M& c) { return c.manager().device_bytes(); })
+      .def_property_readonly("record_bytes", [](const M& c) { return c.manager().record_bytes(); })
+      .def_property_readonly("outer_step", [](const M& c) { return c.manager().outer_step(); })
+      .def_property_readonly("sweep_passes", [](const M& c) { return c.manager().sweep_passes(); })
+      .def_property_readonly("split_steps", [](const M& c) { return c.manager().split_steps(); });
+  m.def(
+      "install",
+      [](py::handle config, const py::kwargs& kwargs) {
+        if (!py::isinstance<Config>(config)) {
+          ThrowTypeError("kv-canary: config must be a kvcanary.runtime.Config, got ",
+                         TypeName(config));
+        }
+        return M::Install(config.cast<const Config&>(), kwargs);
+      },
+      py::arg("config"));
+}
+
+}  // namespace
+
+void Runtime_Register(py::module_& parent) {
+  // Raised by end_step in mode raise: a RuntimeError carrying the rows (.rows) and the text.
+  py::dict namespace_;
+  namespace_["rows"] = py::tuple();
+  static PyObject* corruption =
+      PyErr_NewException("kvcanary.CorruptionError", PyExc_RuntimeError, namespace_.ptr());
+  if (corruption == nullptr) throw py::error_already_set();
+  parent.attr("CorruptionError") = py::handle(corruption);
+  DlpackExport_Register(parent);
+
+  py::module_ m = parent.def_submodule("runtime", "kvcanary's host runtime (kvcanary.runtime).");
+  RegisterArgumentClasses(m);
+  RegisterViolation(m);
+  RegisterCanaryManager(m);
+}
+
+}  // namespace kvcanary::python

@@ -1,0 +1,93 @@
+// kvcanary.runtime.CanaryManager: the C++ runtime::CanaryManager behind a Python object that keeps
+// alive everything the runtime points at (the install tensors, each step's batch tensors until the
+// next successful begin_step, the listener, the radix view and the log callable).
+//
+// Python code the runtime calls back (listener, radix view, log) never lets an exception unwind
+// through the runtime: the first one is kept and raised when the runtime call returns. The GIL is
+// released around every runtime call (callbacks take it back); a second thread calling in while a
+// call runs is refused, since the runtime is single-threaded.
+#pragma once
+
+#include <pybind11/pybind11.h>
+
+#include <atomic>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "dlpack_import.h"
+#include "kvcanary/runtime/canary_manager.h"
+#include "runtime_args.h"
+#include "runtime_callbacks.h"
+
+namespace kvcanary::python {
+
+// One violation row as Python sees it: the ViolationRow fields plus the step it was pumped at.
+struct Violation {
+  ViolationRow row;
+  int64_t step = 0;
+};
+
+// Who is inside the runtime: set while a call that changes it runs (with the GIL released).
+struct CallGate {
+  std::atomic<bool> busy{false};
+  std::atomic<std::thread::id> owner{};
+  // Reads (stats, metrics, canary_buffer, sizes) hold the GIL throughout, so they only need to
+  // wait out another thread's call; a callback of this thread's call may read.
+  void CheckRead() const;
+};
+
+class PyCanaryManager {
+ public:
+  PyCanaryManager() = default;
+  ~PyCanaryManager();
+
+  // kvcanary.runtime.install(config, **kw): None for mode none.
+  static pybind11::object Install(const runtime::Config& config, const pybind11::kwargs& kwargs);
+
+  void MarkInitFinished();
+  void BeginStep(pybind11::handle forwards, pybind11::handle host);
+  void PreForward(pybind11::handle inner);
+  void PostForward(pybind11::handle inner);
+  void ReplayedForward(pybind11::handle inner);
+  void EndStep();
+  void AbandonStep();
+  void OnViolation(pybind11::object callback);
+  void AttachRadixCache(pybind11::object view);
+
+  pybind11::dict Stats();
+  std::string Metrics();
+  pybind11::object CanaryBuffer(pybind11::object self, pybind11::handle kind, pybind11::handle tail,
+                                pybind11::handle v_half);
+  // The runtime, for a read (CallGate::CheckRead).
+  const runtime::CanaryManager& manager() const {
+    gate_.CheckRead();
+    return *manager_;
+  }
+
+ private:
+  // Runs `call` on the runtime with the GIL released, then raises a callback's exception, or a
+  // CorruptionError for a ViolationError (rows: those the listener saw during the call).
+  template <typename Call>
+  void Run(Call&& call);
+
+  // Held for the runtime's lifetime; declared before manager_ so they are destroyed after it.
+  std::unique_ptr<ImportScope> install_scope_;
+  std::unique_ptr<runtime::LogSink> log_;
+  pybind11::list kept_;  // install tensors and the log callable
+  std::shared_ptr<PendingError> pending_;
+  std::unique_ptr<runtime::RadixView> radix_;
+  pybind11::object violation_callback_ = pybind11::none();
+  std::unique_ptr<ImportScope> step_scope_;
+  pybind11::list step_kept_;
+  std::vector<Violation> call_rows_;  // rows reported during the current call
+  CallGate gate_;
+  std::unique_ptr<runtime::CanaryManager> manager_;
+};
+
+// Registers Violation, CanaryManager, the argument classes, install and CorruptionError in
+// `module` (the _kvcanary.runtime submodule).
+void Runtime_Register(pybind11::module_& module);
+
+}  // namespace kvcanary::python

@@ -1,0 +1,113 @@
+"""A small engine the kvcanary.runtime tests drive: torch tensors on one device, a req_to_token
+table (row 0 = padding), one full-attention KV layer of any layout, and a scheduler that admits
+requests, prefills their prompts and decodes one token a step.
+
+Layouts of the real-KV layer (``layout``):
+  "rows":  K and V each [slots, heads, head_dim] (page_size 1)
+  "vllm":  one tensor [2, blocks, block_size, heads, head_dim]; K = kv[0], V = kv[1]
+"""
+
+from __future__ import annotations
+
+import torch
+
+from kvcanary import runtime as kvr
+
+HEADS, HEAD_DIM = 2, 8  # bfloat16: 32 bytes a token
+
+
+class Engine:
+    def __init__(self, device="cpu", slots=256, rows=4, context=64, layout="rows", block_size=4,
+                 prompt=6):
+        self.device = torch.device(device)
+        self.slots, self.rows, self.context, self.prompt = slots, rows, context, prompt
+        self.block_size = block_size if layout == "vllm" else 1
+        bf16 = dict(dtype=torch.bfloat16, device=self.device)
+        if layout == "vllm":
+            self.kv = torch.zeros(2, slots // block_size, block_size, HEADS, HEAD_DIM, **bf16)
+            self.k, self.v = self.kv[0], self.kv[1]
+        else:
+            self.k = torch.zeros(slots, HEADS, HEAD_DIM, **bf16)
+            self.v = torch.zeros(slots, HEADS, HEAD_DIM, **bf16)
+        self.req_to_token = torch.zeros(rows, context, dtype=torch.int32, device=self.device)
+        self.lengths = [0] * rows
+        self.next_slot = 1
+        self.last_batch = None
+
+    def group(self, **overrides):
+        fields = dict(kind="full", num_slots=self.slots, k_layer0=self.k, v_layer0=self.v,
+                      page_size=self.block_size)
+        fields.update(overrides)
+        return kvr.GroupSpec(**fields)
+
+    def install(self, config, **overrides):
+        fields = dict(req_to_token=self.req_to_token, groups=[self.group()],
+                      pool_slot_count=self.slots, max_prefill_tokens=64)
+        fields.update(overrides)
+        return kvr.install(config, **fields)
+
+    def slot_of(self, row, position):
+        return int(self.req_to_token[row, position])
+
+    @staticmethod
+    def token(row, position):
+        return 100 * row + position + 1
+
+    def schedule(self):
+        """Rows 1.. prefill their prompt on their first step, then decode one token a step."""
+        spans = []  # (row, first new position, end)
+        for row in range(1, self.rows):
+            begin = self.lengths[row]
+            self.lengths[row] = self.prompt if begin == 0 else begin + 1
+            spans.append((row, begin, self.lengths[row]))
+        tokens = [(row, p) for row, begin, end in spans for p in range(begin, end)]
+        slots = list(range(self.next_slot, self.next_slot + len(tokens)))
+        self.next_slot += len(tokens)
+        for (row, p), slot in zip(tokens, slots):
+            self.req_to_token[row, p] = slot
+        ids = [self.token(row, p) for row, p in tokens]
+        positions = [p for _, p in tokens]
+        rows = [row for row, _, _ in spans]
+        prefix = [begin for _, begin, _ in spans]
+        extend = [end - begin for _, begin, end in spans]
+        as_tensor = lambda values: torch.tensor(values, dtype=torch.int64, device=self.device)
+        batch = kvr.ForwardBatch(
+            batch_size=len(rows), num_tokens=len(ids), req_pool_indices=as_tensor(rows),
+            prefix_lens=as_tensor(prefix), extend_seq_lens=as_tensor(extend),
+            input_ids=as_tensor(ids), positions=as_tensor(positions),
+            out_cache_loc=as_tensor(slots))
+        host = kvr.ForwardHostInput(req_pool_indices=rows, prefix_lens=prefix,
+                                    extend_seq_lens=extend)
+        self.last_batch = (ids, slots)
+        return batch, host
+
+    def write_kv(self):
+        """The model: the KV bytes of the last scheduled forward's tokens."""
+        ids, slots = self.last_batch
+        for token, slot in zip(ids, slots):
+            self.kv_of(self.k, slot).fill_(float(token % 97))
+            self.kv_of(self.v, slot).fill_(float(token % 89) + 0.5)
+
+    def kv_of(self, layer, slot):
+        """One slot's [heads, head_dim] in a layer of this engine's layout."""
+        if self.block_size == 1:
+            return layer[slot]
+        return layer[slot // self.block_size, slot % self.block_size]
+
+    def step(self, canary):
+        """One whole step; returns the ForwardBatch it described."""
+        batch, host = self.schedule()
+        canary.begin_step([batch], [host])
+        canary.pre_forward(0)
+        self.write_kv()
+        canary.post_forward(0)
+        canary.end_step()
+        return batch
+
+    def corrupt_record(self, canary, row, position):
+        """Flips the token of (row, position)'s TAIL K record; returns that slot and the next one,
+        the slots a verify reports."""
+        slot = self.slot_of(row, position)
+        records = canary.canary_buffer("full", True, False).view(torch.int64)
+        records[slot, 0] ^= 1  # the token field
+        return {slot, self.slot_of(row, position + 1)}
