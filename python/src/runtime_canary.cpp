@@ -112,6 +112,7 @@ py::object PyCanaryManager::Install(const runtime::Config& config, const py::kwa
     args.log = canary->log_.get();
   }
   canary->kept_.append(keywords.req_to_token);
+  canary->kept_.append(keywords.block_table);
   canary->kept_.append(py::cast(keywords.groups));
   canary->kept_.append(keywords.log);
   PyCanaryManager* self = canary.get();
