@@ -52,12 +52,14 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                              "or none (a negative control: kv_flip then goes undetected)")
     parser.add_argument("--faults", type=parse_faults, default=FAULT_KINDS,
                         help=f"none, all (default) or a comma list of {', '.join(FAULT_KINDS)}")
+    parser.add_argument("--verbose", action="store_true",
+                        help="print the runtime's log lines (a WARNING per violation) as they come")
     return parser.parse_args(argv)
 
 
 def run_checked(args: argparse.Namespace) -> int:
     config = RunConfig(device=args.device, seed=args.seed, steps=args.steps, canary=True,
-                       real_data=args.real_data, faults=args.faults)
+                       real_data=args.real_data, faults=args.faults, verbose=args.verbose)
     start = time.perf_counter()
     result = run(config)
     print(f"torch engine on {args.device}: canary mode log, real-data {args.real_data}, "
@@ -67,6 +69,7 @@ def run_checked(args: argparse.Namespace) -> int:
         print("\n".join(report.fault_table(result)) + "\n")
     print("\n".join(report.false_positive_lines(result)))
     print("\n".join(report.coverage(result)))
+    print("\n".join(report.runtime_log(result)))
     print(f"wall: {time.perf_counter() - start:.2f} s\n")
     ok, text = report.verdict(result)
     if not args.faults:

@@ -11,6 +11,8 @@ one step after the forward that made them; mode ``log`` keeps serving.
 
 from __future__ import annotations
 
+import sys
+
 import torch
 
 from .scheduler import ForwardPlan
@@ -20,7 +22,7 @@ REAL_KV_SOURCES_MAX = 4  # layers per group the runtime folds into one fingerpri
 
 class Canary:
     def __init__(self, block_table: torch.Tensor, kv_caches: list[torch.Tensor],
-                 block_size: int, token_budget: int, real_data: str):
+                 block_size: int, token_budget: int, real_data: str, verbose: bool = False):
         from kvcanary import runtime as kvr  # only an engine running the canary needs it
 
         self._kvr = kvr
@@ -36,14 +38,22 @@ class Canary:
         # violation (by default it is only counted), so the attribution sees every row.
         config = kvr.Config(mode="log", real_data=real_data, enable_mha_v=True,
                             report_untouched_rows=True, stats_print_every_n_steps=0)
+        self.log_lines: list[tuple[str, str]] = []  # (level, text): the runtime's log
+        self._verbose = verbose
         self.runtime = kvr.install(
             config, device=block_table.device, block_table=block_table, block_size=block_size,
             groups=[group], pool_slot_count=slots, max_prefill_tokens=token_budget,
-            chunked_prefill_size=token_budget)
+            chunked_prefill_size=token_budget, log=self._log)
         self.runtime.mark_init_finished()  # no CUDA graphs to capture: init is over
         self._new_rows: list = []
         self.runtime.on_violation(lambda row, _step: self._new_rows.append(row))
         self.block_size = block_size
+
+    def _log(self, level: str, text: str) -> None:
+        """Keeps the runtime's log lines (one WARNING per violation row) for the report."""
+        self.log_lines.append((level, text))
+        if self._verbose:
+            print(f"[kvcanary] {level} {text}", file=sys.stderr)
 
     def begin(self, plan: ForwardPlan, input_ids: torch.Tensor, positions: torch.Tensor,
               slot_mapping: torch.Tensor) -> None:

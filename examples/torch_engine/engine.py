@@ -22,6 +22,7 @@ class RunConfig:
     canary: bool = True
     real_data: str = "all"
     faults: tuple = ()
+    verbose: bool = False  # the runtime's log lines on stderr as they come
 
 
 @dataclass
@@ -36,6 +37,7 @@ class RunResult:
     cache_hits: int = 0
     evictions: int = 0
     canary_stats: Optional[dict] = None
+    canary_log: list = field(default_factory=list)
 
     @property
     def tokens_generated(self) -> int:
@@ -52,7 +54,7 @@ def run(config: RunConfig) -> RunResult:
     canary = None
     if config.canary:
         canary = Canary(sched.block_table, kv_caches, engine_config.block_size,
-                        engine_config.token_budget, config.real_data)
+                        engine_config.token_budget, config.real_data, config.verbose)
     injector = FaultInjector(list(config.faults), config.steps, config.seed, config.real_data)
     result = RunResult(config, requests, injector.injections)
     for step in range(config.steps):
@@ -71,7 +73,7 @@ def run(config: RunConfig) -> RunResult:
     result.false_positives = injector.false_positives
     result.cache_hits, result.evictions = sched.pool.hits, sched.pool.evictions
     if canary is not None:
-        result.canary_stats = canary.stats()
+        result.canary_stats, result.canary_log = canary.stats(), canary.log_lines
     return result
 
 

@@ -54,6 +54,16 @@ def coverage(result: RunResult) -> list[str]:
     return lines
 
 
+def runtime_log(result: RunResult) -> list[str]:
+    """How many lines the runtime logged, and the first violation as an operator sees it."""
+    warnings = [text for level, text in result.canary_log if level == "WARNING"]
+    lines = [f"runtime log: {len(result.canary_log)} lines, {len(warnings)} warnings "
+             "(--verbose prints them all)"]
+    if warnings:
+        lines += ["the first warning:", *("  " + line for line in warnings[0].splitlines())]
+    return lines
+
+
 def false_positive_lines(result: RunResult, limit: int = 20) -> list[str]:
     lines = [f"false positives: {len(result.false_positives)}"]
     for step, row in result.false_positives[:limit]:

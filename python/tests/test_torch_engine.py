@@ -7,7 +7,6 @@ and eviction, and that attention through a block table reads what the slot mappi
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import re
 import subprocess
@@ -24,8 +23,6 @@ sys.path.insert(0, str(EXAMPLES))
 from torch_engine.block_pool import BlockPool, block_keys  # noqa: E402
 from torch_engine.model import Forward, ModelConfig, TinyDecoder  # noqa: E402
 
-HAVE_RUNTIME = importlib.util.find_spec("kvcanary.runtime") is not None
-needs_runtime = pytest.mark.skipif(not HAVE_RUNTIME, reason="kvcanary.runtime is not built")
 FAULTS = ("block_swap", "freed_reuse", "kv_flip", "stale_slot_mapping")
 
 
@@ -44,7 +41,6 @@ def table_rows(stdout: str) -> dict:
     return rows
 
 
-@needs_runtime
 def test_every_fault_is_detected_and_every_violation_explained():
     proc = run_example("--faults", "all")
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -59,7 +55,6 @@ def test_every_fault_is_detected_and_every_violation_explained():
     assert "PASS: 4 of 4 injected faults detected, 0 false positives" in proc.stdout
 
 
-@needs_runtime
 def test_no_faults_no_violations():
     proc = run_example("--faults", "none")
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -67,7 +62,6 @@ def test_no_faults_no_violations():
     assert table_rows(proc.stdout) == {}
 
 
-@needs_runtime
 def test_without_fingerprints_the_flipped_byte_is_missed():
     proc = run_example("--faults", "kv_flip", "--real-data", "none")
     assert proc.returncode == 1, proc.stdout + proc.stderr
