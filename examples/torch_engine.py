@@ -85,14 +85,19 @@ def run_negative_control(args: argparse.Namespace) -> int:
         results.append(run(RunConfig(device=args.device, seed=args.seed, steps=args.steps,
                                      canary=False, real_data=args.real_data, faults=faults)))
     clean, faulty = results
-    tokens, requests = report.differing_tokens(clean.requests, faulty.requests)
+    differ = report.differing_tokens(clean.requests, faulty.requests)
     print(f"torch engine on {args.device}: canary off (negative control), seed {args.seed}")
     for inj in faulty.injections:
-        where = f"step {inj.step}: {inj.target}" if inj.step >= 0 else "not injected"
-        print(f"  {inj.kind}: {where}")
+        if inj.step < 0:
+            print(f"  {inj.kind}: not injected")
+            continue
+        victims = sum(differ[v.rid] for v in inj.victims)
+        print(f"  {inj.kind}: step {inj.step}: {inj.target}; {victims} tokens of its victims "
+              f"differ")
     print(f"clean run: {clean.tokens_generated} tokens generated; with faults: "
           f"{faulty.tokens_generated} ({sum(r.aborted for r in faulty.requests)} requests aborted "
           f"at the faults' horizon)")
+    tokens, requests = sum(differ.values()), sum(1 for n in differ.values() if n)
     print(f"generated tokens that differ: {tokens} (in {requests} requests)")
     ok = tokens > 0 if args.faults else tokens == 0
     expectation = "the faults corrupt outputs" if args.faults else "the runs are identical"

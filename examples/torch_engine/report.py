@@ -83,11 +83,8 @@ def verdict(result: RunResult) -> tuple[bool, str]:
     return ok, ("PASS: " if ok else "FAIL: ") + text
 
 
-def differing_tokens(clean: list[Request], faulty: list[Request]) -> tuple[int, int]:
-    """Generated tokens that differ between two runs of one workload, and requests with any."""
-    tokens = requests = 0
-    for a, b in zip(clean, faulty):
-        diff = sum(1 for x, y in zip(a.output, b.output) if x != y)
-        tokens += diff
-        requests += diff > 0
-    return tokens, requests
+def differing_tokens(clean: list[Request], faulty: list[Request]) -> dict[int, int]:
+    """Request id -> generated tokens that differ between two runs of one workload (positions
+    both runs generated; a request aborted by quarantine stops early)."""
+    return {a.rid: sum(1 for x, y in zip(a.output, b.output) if x != y)
+            for a, b in zip(clean, faulty)}
