@@ -89,6 +89,25 @@ TEST(FingerprintLayers, LayersOfAnotherLayoutAreRefusedByName) {
   }
 }
 
+// verify_backup re-hashes one host layer: refused only when more than one layer is fingerprinted.
+TEST(FingerprintLayers, VerifyBackupNeedsOneFingerprintedLayer) {
+  for (const FingerprintLayers layers : {FingerprintLayers::kLayer0, FingerprintLayers::kAll}) {
+    InstallCase c(Device::CPU());
+    c.config.real_data = RealKvHashMode::kAll;
+    c.config.verify_backup = true;
+    c.config.fingerprint_layers = layers;
+    c.args.groups[0].bytes_per_token = 16;
+    c.args.groups[0].k_layers.assign(6, c.table.View(DType::kUInt8, {32, 16}));
+    if (layers == FingerprintLayers::kAll) {
+      EXPECT_EQ(c.Refusal(),
+                "kv-canary: verify_backup re-hashes one host layer; group FULL k_layers has 6 "
+                "(give one layer, or turn verify_backup off)");
+    } else {  // six listed, layer 0 alone fingerprinted
+      EXPECT_NE(CanaryManager::Install(c.config, c.args), nullptr);
+    }
+  }
+}
+
 TEST(FingerprintLayers, ThePerturberFlipsAnyFingerprintedLayer) {
   PerturbConfig perturb = Fire(&PerturbConfig::real_kv_post_forward_prob, /*warmup_steps=*/0);
   FakeEngineOptions options = PerturbOptions(perturb);
