@@ -59,6 +59,10 @@ class Injection:
         return slot in self.slots or slot in self.successors
 
 
+def _order(row) -> tuple:
+    return row.slot_idx, row.kernel_kind
+
+
 class FaultInjector:
     def __init__(self, kinds: list[str], steps: int, seed: int, real_data: str):
         self.rng = random.Random(seed * 7919 + 17)
@@ -201,7 +205,10 @@ class FaultInjector:
                 self.false_positives.append((step, row))
                 continue
             owner.rows_explained += 1
-            if owner.detected_step < 0:
+            # The detection: the first step's row of lowest (slot, launch tag), as a CUDA ring
+            # holds a step's rows in no fixed order.
+            if owner.detected_step in (-1, step) and (
+                    owner.detected_row is None or _order(row) < _order(owner.detected_row)):
                 owner.detected_step, owner.detected_row = step, row
         inj = self.open
         if inj and (inj.detected_step >= 0 or step - inj.step >= HORIZON):
