@@ -80,7 +80,7 @@ class Canary:
 
     def drain(self) -> list:
         """An empty step after the last forward: its end_step reports that forward's rows."""
-        empty = torch.zeros(0, dtype=torch.int64, device=self.runtime_device)
+        empty = torch.zeros(1, dtype=torch.int64, device=self.runtime_device)  # [>= 0] each
         batch = self._kvr.ForwardBatch(
             batch_size=0, num_tokens=0, req_pool_indices=empty, prefix_lens=empty,
             extend_seq_lens=empty, input_ids=empty, positions=empty, out_cache_loc=empty)
