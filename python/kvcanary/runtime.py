@@ -26,6 +26,7 @@ GroupSpec = _rt.GroupSpec
 ForwardBatch = _rt.ForwardBatch
 ForwardHostInput = _rt.ForwardHostInput
 Violation = _rt.Violation
+PerturbationEvent = _rt.PerturbationEvent
 CanaryManager = _rt.CanaryManager
 CorruptionError = _kvcanary.CorruptionError
 
@@ -130,6 +131,7 @@ __all__ = [
     "ForwardHostInput",
     "GroupSpec",
     "PerturbConfig",
+    "PerturbationEvent",
     "PrometheusCollector",
     "Violation",
     "install",

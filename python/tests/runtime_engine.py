@@ -13,9 +13,11 @@ Tables (``table``):
 
 from __future__ import annotations
 
-import torch
+import pytest
 
 from kvcanary import runtime as kvr
+
+torch = pytest.importorskip("torch")  # the runtime tests drive torch tensors; skipped without
 
 HEADS, HEAD_DIM = 2, 8  # bfloat16: 32 bytes a token
 

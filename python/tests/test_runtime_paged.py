@@ -5,8 +5,7 @@ v_layers): clean steps, corruption caught, and refused arguments that change not
 import re
 
 import pytest
-import torch
-from runtime_engine import Engine
+from runtime_engine import Engine, torch
 
 import kvcanary
 from kvcanary import runtime as kvr
@@ -130,3 +129,17 @@ def test_a_forward_may_pass_its_own_block_table():
         canary.post_forward(0)
         canary.end_step()
     assert canary.stats()["violations_total"] == 0
+
+
+def test_perturbations_fire_and_are_caught():
+    engine = Engine(table="blocks", block_size=4)
+    perturb = kvr.PerturbConfig(real_kv_used_prob=1.0, target_group="full", warmup_steps=2,
+                                seed=7)
+    canary = engine.install(kvr.Config(mode="log", real_data="all"), perturb=perturb,
+                            log=lambda level, text: None)
+    events = []
+    canary.on_perturbation(events.append)
+    rows = steps(engine, canary, 6)
+    assert events and events[0].kind == "real_kv_used" and events[0].step >= 2
+    assert rows and {row.slot_idx for row in rows} <= {event.slot for event in events}
+    assert canary.perturb_next_tokens([5, 6]) == [5, 6]  # next_token_swap is off
