@@ -228,9 +228,8 @@ class FaultInjector:
             return
         damaged = set(inj.damaged_blocks)
         for victim in inj.victims:  # blocks the victim cached after the fault share its damage
-            if inj.kind != "freed_reuse":
-                damaged |= {b for b in victim.blocks
-                            if sched.pool.cached_at.get(b, -1) >= inj.step}
+            damaged |= {b for b in victim.blocks if sched.pool.cached_at.get(b, -1) >= inj.step}
+        damaged.discard(inj.stolen_block)  # its new owner's records are sound
         sharers = [r for r in sched.running if r not in inj.victims and damaged & set(r.blocks)]
         inj.victims += sharers
         for block in damaged:
