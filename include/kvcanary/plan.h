@@ -40,6 +40,10 @@ int64_t WritePlanAllocationBytes(int64_t write_req_capacity);
 // that block arithmetic on int64 positions cannot overflow.
 inline constexpr int64_t kMaxBlockSize = int64_t{1} << 20;
 
+// The largest verify_sample: far above any useful rotation, low enough that the sampled-position
+// arithmetic on int64 positions cannot overflow.
+inline constexpr int64_t kMaxVerifySample = int64_t{1} << 16;
+
 // The batch a forward describes and the tables that locate its tokens: what Plan, PlanOffsets,
 // PlanEntries and FusedVerify read. One type, so a forward's inputs are described once and every
 // op checks them with the same code (docs/validation.md).
@@ -69,6 +73,14 @@ struct PlanInputs {
   TensorView req_to_verify_expected_tokens;             // [pool_rows, pool_width] int32 or absent
   TensorView req_to_verify_expected_tokens_valid_lens;  // [bs] int64; required with the pool
   int64_t kv_token_id_vs_position_offset = 0;           // 0 target, +1 EAGLE draft
+  // Sampled verify (kvcanary addition, docs/sampled_verify.md): with K = verify_sample in
+  // [1, kMaxVerifySample], a row with verify positions [start, prefix_len) verifies only those p
+  // with (p + phase) % K == 0, plus prefix_len - 1 when it is not one of them (entries in
+  // increasing position order). phase is verify_phase[0] ([1] int64 on the inputs' device,
+  // absent = 0), read on the device, so a graph replays with the phase of the moment; every op
+  // given the same inputs reads the same phase. K = 1 (the default) verifies every position.
+  int64_t verify_sample = 1;
+  TensorView verify_phase;
 };
 
 // launch_canary_plan_kernels: both stages in one call.
@@ -114,6 +126,15 @@ struct PlanEntriesArgs {
   TensorView out_verify_prev_slot_indices;   // [C] int64
 };
 void PlanEntries(const PlanEntriesArgs& args, StreamHandle stream = nullptr);
+
+// Sampled verify's rotation (kvcanary addition): verify_phase[0] = (verify_phase[0] mod K + 1)
+// mod K, K = verify_sample, on the device (one launch, graph-capturable): run it once per forward
+// after that forward's last verify, so K forwards in a row verify every position.
+struct AdvanceVerifyPhaseArgs {
+  TensorView verify_phase;  // [1] int64, read and written
+  int64_t verify_sample = 1;
+};
+void AdvanceVerifyPhase(const AdvanceVerifyPhaseArgs& args, StreamHandle stream = nullptr);
 
 // launch_swa_translate_kernel: out[i] = tr(in[i]); in place allowed.
 struct SwaTranslateArgs {

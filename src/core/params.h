@@ -126,6 +126,10 @@ struct PlanInputParams {
   const int64_t* extend_seq_lens = nullptr;
   int64_t bs = 0;
   int64_t swa_window_size = 0;
+  // Sampled verify (kvcanary addition): K = verify_sample; a row verifies the positions p of its
+  // verify range with (p + phase) % K == 0, plus its newest prefix position. K = 1 verifies all.
+  int64_t verify_sample = 1;
+  const int64_t* verify_phase = nullptr;  // [1] int64, the rotation; nullptr reads as 0
   ReqToTokenParams req_to_token;
   SwaLutParams lut;
   TokenPoolParams pool;
@@ -224,6 +228,12 @@ struct ScatterParams {
   int64_t pool_width = 0;
   int64_t pool_stride0 = 0;
   int64_t pool_stride1 = 1;
+};
+
+// Sampled verify's rotation: *phase = (*phase mod sample + 1) mod sample.
+struct AdvancePhaseParams {
+  int64_t* phase = nullptr;  // [1] int64
+  int64_t sample = 1;
 };
 
 struct SwaTranslateParams {

@@ -81,6 +81,10 @@ void PlanEntries(const PlanEntriesParams& params) {
   EmitVerifyEntries(params.in, params.scratch, total, params.verify);
 }
 
+void AdvancePhase(const AdvancePhaseParams& params) {
+  *params.phase = NextPhase(*params.phase, params.sample);
+}
+
 void SwaTranslate(const SwaTranslateParams& params) {
   ForEachChunk(params.n, ChunkCount(params.n), [&](int, int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i) params.out[i] = TranslateSlot(params.lut, params.in[i]);

@@ -83,6 +83,16 @@ __global__ void __launch_bounds__(kEntriesThreads) PlanEntriesKernel(const __gri
   }
 }
 
+// Sampled verify's rotation, one thread: a launch that graphs capture and replays advance.
+__global__ void AdvancePhaseKernel(const AdvancePhaseParams p) {
+  *p.phase = NextPhase(*p.phase, p.sample);
+}
+
+inline cudaError_t LaunchAdvancePhase(const AdvancePhaseParams& p, cudaStream_t stream) {
+  AdvancePhaseKernel<<<1, 1, 0, stream>>>(p);
+  return cudaGetLastError();
+}
+
 inline cudaError_t LaunchPlanOffsets(const PlanOffsetsParams& p, bool zero_write_tail,
                                      cudaStream_t stream) {
   PlanOffsetsKernel<<<1, kOffsetsThreads, 0, stream>>>(p, zero_write_tail);
