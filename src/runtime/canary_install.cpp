@@ -215,6 +215,7 @@ CanaryManager::Impl::Impl(const Config& config, const InstallArgs& args)
         device_, CheckedMul("plan scratch values", scratches, CheckedAdd("req rows", req_cap, 1)),
         "plan scratch");
     forward.snapshot_enable = DeviceBuffer(device_, 4 * static_cast<int64_t>(groups_.size()));
+    if (config.verify_sample > 1) forward.verify_phase = Int64Buffer(device_, 1, "verify phase");
     forward.overflow_read =
         std::make_unique<DelayedRead>(device_, 4 * static_cast<int64_t>(groups_.size()));
   }

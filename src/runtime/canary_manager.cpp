@@ -95,7 +95,7 @@ int64_t CanaryManager::Impl::CountDeviceBytes() const {
     }
     total += forward.expected_tokens.bytes() + forward.expected_positions.bytes() +
              forward.valid_lens.bytes() + forward.plan_scratch.bytes() +
-             forward.snapshot_enable.bytes();
+             forward.snapshot_enable.bytes() + forward.verify_phase.bytes();
   }
   return total;
 }

@@ -7,6 +7,16 @@
 #include "runtime/canary_impl.h"
 
 namespace kvcanary::runtime {
+namespace {
+
+// At most how many of `length` positions a sampled verify of 1/K checks, whatever its phase: the
+// stride-K positions (at most ceil(length / K)) and the newest one.
+int64_t SampledCountBound(int64_t length, int64_t sample) {
+  if (sample <= 1) return length;
+  return std::min(length, (length + sample - 1) / sample + 1);
+}
+
+}  // namespace
 
 void CanaryManager::Impl::DecideSplit(ForwardState& forward) {
   for (ForwardState::PerGroup& per_group : forward.groups) per_group.split = false;
@@ -20,11 +30,13 @@ void CanaryManager::Impl::DecideSplit(ForwardState& forward) {
     per_group.split = false;
     per_group.split_ranges.clear();
     const int64_t window = groups_[g].window;
-    // The same count the plan op makes: the last W prefix positions with a window, else all.
+    // The count the plan op makes: the last W prefix positions with a window, else all; with
+    // sampled verify a bound for any phase (the phase lives on the device): a range that fits
+    // under it fits whichever 1/K the plan samples.
     auto verify_len = [&](int64_t r) -> int64_t {
       if (host.req_pool_indices[r] == kReqPoolIdxPadding) return 0;
       const int64_t p = std::max<int64_t>(host.prefix_lens[r], 0);
-      return window > 0 ? std::min(p, window) : p;
+      return SampledCountBound(window > 0 ? std::min(p, window) : p, config_.verify_sample);
     };
     int64_t total = 0;
     for (int64_t r = 0; r < rows; ++r) total += verify_len(r);
