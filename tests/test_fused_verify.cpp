@@ -111,8 +111,9 @@ void ExpectFusedChecksWhatPlanThenVerifyChecks(bool sampled) {
     if (sampled) {
       constexpr int64_t kSamples[] = {1, 2, 3, 8, 16};
       in.sample = kSamples[rng.Uniform(0, 4)];
-      in.has_phase = rng.Chance(0.8);
-      in.phase = rng.Uniform(-30, 30);
+      for (int64_t n = rng.Chance(0.8) ? rng.Uniform(1, 10) : 0; n > 0; --n) {
+        in.phases.push_back(rng.Uniform(-30, 30));
+      }
     }
     const RealKvHashMode mode = ModeOf(rng.Uniform(0, 2));
     const std::vector<KvSource> sources = RandomSources(rng, num_slots);

@@ -24,7 +24,8 @@ std::vector<int64_t> Listed(int64_t start, int64_t end, int64_t sample, int64_t 
   PlanInputParams in;
   in.verify_sample = sample;
   in.verify_phase = &phase;
-  const SampledPositions sampled = SamplePositions(start, end, sample, SampleResidue(in));
+  in.verify_phase_len = 1;
+  const SampledPositions sampled = SamplePositions(start, end, sample, SampleResidue(in, 3));
   std::vector<int64_t> positions;
   for (int64_t j = 0; j < sampled.Count(); ++j) {
     positions.push_back(SampledPosition(sampled, end, sample, j));
@@ -97,8 +98,9 @@ PlanInputs RandomSampledInputs(Rng& rng) {
     for (size_t r = 0; r < in.rp.size(); ++r) in.valid_lens.push_back(rng.Uniform(0, width + 1));
   }
   in.sample = kSamples[rng.Uniform(0, std::size(kSamples) - 1)];
-  in.has_phase = rng.Chance(0.8);
-  in.phase = rng.Uniform(-40, 40);
+  // One phase for every row, one per table row, or fewer (clamped); absent sometimes.
+  const int64_t phases = rng.Chance(0.2) ? 0 : rng.Chance(0.4) ? 1 : rng.Uniform(1, rows + 2);
+  for (int64_t i = 0; i < phases; ++i) in.phases.push_back(rng.Uniform(-40, 40));
   return in;
 }
 
@@ -125,38 +127,36 @@ TEST(SampledPlan, MatchesTheOracleAndTheTwoStages) {
   EXPECT_GT(sampled_cases, 200);
 }
 
-TEST(AdvanceVerifyPhase, RotatesThroughTheResidues) {
-  HostTensor<int64_t> phase({1}, -5);
-  std::vector<int64_t> seen;
-  for (int i = 0; i < 7; ++i) {
-    AdvanceVerifyPhase({.verify_phase = phase.view(), .verify_sample = 3});
-    seen.push_back(phase[0]);
-  }
-  EXPECT_EQ(seen, (std::vector<int64_t>{2, 0, 1, 2, 0, 1, 2}));  // -5 reduces to 1
-  AdvanceVerifyPhase({.verify_phase = phase.view(), .verify_sample = 1});
-  EXPECT_EQ(phase[0], 0);
+TEST(AdvanceVerifyPhase, AdvancesEachRowsEntryOrEveryEntry) {
+  HostTensor<int64_t> phases = HostTensor<int64_t>::Of({5, -1, INT64_MAX, 7});
+  // Padding rows (0) advance nothing; an index past the table clamps to its last entry; a row
+  // given twice advances twice; the add wraps.
+  const HostTensor<int64_t> rows = HostTensor<int64_t>::Of({2, 0, 1, 9, 1});
+  AdvanceVerifyPhase({.verify_phase = phases.view(), .req_pool_indices = rows.view()});
+  EXPECT_EQ(Head(phases, 4), (std::vector<int64_t>{5, 1, INT64_MIN, 8}));
+  AdvanceVerifyPhase({.verify_phase = phases.view()});
+  EXPECT_EQ(Head(phases, 4), (std::vector<int64_t>{6, 2, INT64_MIN + 1, 9}));
 }
 
 TEST(AdvanceVerifyPhase, RejectsAndWritesNothing) {
   HostTensor<int64_t> phase({1}, 4);
-  const HostTensor<int64_t> two({2}, 4);
+  const HostTensor<int64_t> empty({0});
+  const HostTensor<int32_t> rows32({2}, 1);
   auto expect_rejected = [&](const AdvanceVerifyPhaseArgs& args, const std::string& message) {
     EXPECT_KVC_ERROR(AdvanceVerifyPhase(args), message);
     EXPECT_EQ(phase[0], 4);
   };
-  expect_rejected({.verify_phase = phase.view(), .verify_sample = 0},
-                  "kv-canary: verify_sample must be in [1, 65536], got 0");
-  expect_rejected({.verify_phase = phase.view(), .verify_sample = 65537},
-                  "kv-canary: verify_sample must be in [1, 65536], got 65537");
-  expect_rejected({.verify_phase = TensorView(), .verify_sample = 2},
-                  "kv-canary: verify_phase is required, got None");
-  expect_rejected({.verify_phase = two.view(), .verify_sample = 2},
-                  "kv-canary: verify_phase length must be 1, got 2");
-  expect_rejected({.verify_phase = Recast(phase, DType::kInt32), .verify_sample = 2},
+  expect_rejected({}, "kv-canary: verify_phase is required, got None");
+  expect_rejected({.verify_phase = empty.view()},
+                  "kv-canary: verify_phase length must be >= 1, got 0");
+  expect_rejected({.verify_phase = Recast(phase, DType::kInt32)},
                   "kv-canary: verify_phase must have dtype torch.int64, got torch.int32");
+  expect_rejected({.verify_phase = phase.view(), .req_pool_indices = rows32.view()},
+                  "kv-canary: req_pool_indices must have dtype torch.int64, got torch.int32");
+  expect_rejected({.verify_phase = phase.view(), .req_pool_indices = OnCuda(empty)},
+                  "kv-canary: req_pool_indices must be on verify_phase's device cpu, got cuda:0");
   const TensorView read_only(phase.data(), DType::kInt64, Device::CPU(), {1}, {1}, false);
-  expect_rejected({.verify_phase = read_only, .verify_sample = 2},
-                  "kv-canary: verify_phase must be writable");
+  expect_rejected({.verify_phase = read_only}, "kv-canary: verify_phase must be writable");
 }
 
 // Every plan op and FusedVerify check verify_sample and verify_phase the same way, before they
@@ -235,9 +235,9 @@ TEST_F(SampledInputsValidation, SampleRange) {
 
 TEST_F(SampledInputsValidation, PhaseTensor) {
   ::kvcanary::PlanInputs in = Inputs();
-  const HostTensor<int64_t> two({2}, 0);
-  in.verify_phase = two.view();
-  ExpectEveryOpRejects(in, "kv-canary: verify_phase length must be 1, got 2");
+  const HostTensor<int64_t> empty({0});
+  in.verify_phase = empty.view();
+  ExpectEveryOpRejects(in, "kv-canary: verify_phase length must be >= 1, got 0");
   in.verify_phase = Recast(phase_, DType::kInt32);
   ExpectEveryOpRejects(in, "kv-canary: verify_phase must have dtype torch.int64, got torch.int32");
   in.verify_phase = OnCuda(phase_);

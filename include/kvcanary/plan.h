@@ -76,9 +76,11 @@ struct PlanInputs {
   // Sampled verify (kvcanary addition, docs/sampled_verify.md): with K = verify_sample in
   // [1, kMaxVerifySample], a row with verify positions [start, prefix_len) verifies only those p
   // with (p + phase) % K == 0, plus prefix_len - 1 when it is not one of them (entries in
-  // increasing position order). phase is verify_phase[0] ([1] int64 on the inputs' device,
-  // absent = 0), read on the device, so a graph replays with the phase of the moment; every op
-  // given the same inputs reads the same phase. K = 1 (the default) verifies every position.
+  // increasing position order). K = 1 (the default) verifies every position.
+  // verify_phase: [n >= 1] int64 on the inputs' device, absent = phase 0; a row's phase is
+  // verify_phase[clamp(req_pool_index, 0, n - 1)] (n = 1: one phase for every row; one entry per
+  // req_to_token row: a phase per request), read on the device, so a graph replays with the
+  // phases of the moment. Every op given the same inputs reads the same phases.
   int64_t verify_sample = 1;
   TensorView verify_phase;
 };
@@ -127,12 +129,14 @@ struct PlanEntriesArgs {
 };
 void PlanEntries(const PlanEntriesArgs& args, StreamHandle stream = nullptr);
 
-// Sampled verify's rotation (kvcanary addition): verify_phase[0] = (verify_phase[0] mod K + 1)
-// mod K, K = verify_sample, on the device (one launch, graph-capturable): run it once per forward
-// after that forward's last verify, so K forwards in a row verify every position.
+// Sampled verify's rotation (kvcanary addition): with req_pool_indices, each batch row that is
+// not padding adds 1 to its entry verify_phase[clamp(req_pool_index)] (rows sharing an entry each
+// add 1); without, every entry adds 1. Wrapping int64 adds on the device, one launch,
+// graph-capturable. Run it once per forward after that forward's last verify: K forwards of a
+// request then see K consecutive phases, so they verify every position of its prefix.
 struct AdvanceVerifyPhaseArgs {
-  TensorView verify_phase;  // [1] int64, read and written
-  int64_t verify_sample = 1;
+  TensorView verify_phase;      // [n >= 1] int64, read and written
+  TensorView req_pool_indices;  // [bs] int64 or absent
 };
 void AdvanceVerifyPhase(const AdvanceVerifyPhaseArgs& args, StreamHandle stream = nullptr);
 

@@ -72,8 +72,9 @@ KVC_HOST_DEVICE RowPlan PlanRow(const PlanInputParams& in, int64_t r) {
   const int64_t verify_len = WrapSub(prefix_len, row.window_start);
   row.verify_len = verify_len > 0 ? verify_len : 0;
   if (in.verify_sample > 1) {
-    row.verify_len =
-        SamplePositions(row.window_start, prefix_len, in.verify_sample, SampleResidue(in)).Count();
+    row.verify_len = SamplePositions(row.window_start, prefix_len, in.verify_sample,
+                                     SampleResidue(in, row.req_pool_index))
+                         .Count();
   }
   if (in.extend_seq_lens != nullptr) {
     const int64_t extend_len = in.extend_seq_lens[r];
@@ -146,8 +147,8 @@ KVC_HOST_DEVICE int64_t EntryPosition(const PlanInputParams& in, const int64_t* 
   const int64_t prefix_len = in.prefix_lens[r];
   const int64_t start = WindowStart(prefix_len, in.swa_window_size);
   if (in.verify_sample <= 1) return WrapAdd(start, WrapSub(e, scratch[r]));
-  const SampledPositions sampled =
-      SamplePositions(start, prefix_len, in.verify_sample, SampleResidue(in));
+  const SampledPositions sampled = SamplePositions(start, prefix_len, in.verify_sample,
+                                                   SampleResidue(in, in.req_pool_indices[r]));
   return SampledPosition(sampled, prefix_len, in.verify_sample, WrapSub(e, scratch[r]));
 }
 

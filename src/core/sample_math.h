@@ -3,7 +3,8 @@
 // the positions p with (p + phase) % K == 0, an arithmetic progression of stride K, plus the
 // newest position end - 1 (the predecessor of the forward's writes) when it is not one of them.
 // Counting them and finding the j-th are O(1), so the work shrinks with K. Every position of the
-// range is checked once in any K forwards whose phases are K consecutive integers.
+// range is checked once in any K forwards whose phases are K consecutive integers: the phase is
+// kept per request row and advanced after each forward the row is in (AdvanceVerifyPhase).
 #pragma once
 
 #include <cstdint>
@@ -29,9 +30,11 @@ KVC_HOST_DEVICE int64_t ReducePhase(int64_t phase, int64_t sample) {
   return reduced < 0 ? reduced + sample : reduced;
 }
 
-// The residue the sampled positions share: p % sample == residue. An absent phase reads as 0.
-KVC_HOST_DEVICE int64_t SampleResidue(const PlanInputParams& in) {
-  const int64_t phase = in.verify_phase != nullptr ? *in.verify_phase : 0;
+// The residue the sampled positions of table row `rp` share: p % sample == residue. The row's
+// phase is its entry of verify_phase (clamped: one entry is one phase for every row); absent, 0.
+KVC_HOST_DEVICE int64_t SampleResidue(const PlanInputParams& in, int64_t rp) {
+  const int64_t phase =
+      in.verify_phase != nullptr ? in.verify_phase[ClampIndex(rp, in.verify_phase_len)] : 0;
   return (in.verify_sample - ReducePhase(phase, in.verify_sample)) % in.verify_sample;
 }
 
@@ -55,11 +58,6 @@ KVC_HOST_DEVICE int64_t SampledPosition(const SampledPositions& sampled, int64_t
                                         int64_t sample, int64_t j) {
   if (j < sampled.strided) return WrapAdd(sampled.first, WrapMul(j, sample));
   return WrapSub(end, 1);
-}
-
-// The rotation's next value: phase + 1 reduced into [0, sample).
-KVC_HOST_DEVICE int64_t NextPhase(int64_t phase, int64_t sample) {
-  return (ReducePhase(phase, sample) + 1) % sample;
 }
 
 }  // namespace kvcanary

@@ -22,7 +22,7 @@ sig::SpecList BatchSpecs(const PlanInputs& in, bool needs_extend) {
           sig::In(in.prefix_lens, "prefix_lens", DType::kInt64, 1, sig::Exactly(bs)), extend,
           table,
           sig::Optional(sig::In(in.verify_phase, "verify_phase", DType::kInt64, 1,
-                                sig::Exactly(1)))};
+                                sig::AtLeast(1)))};
 }
 
 sig::TensorSpec SwaLutSpec(const PlanInputs& in, std::string_view name, int64_t min_length) {
@@ -124,8 +124,10 @@ PlanInputParams InputParamsOf(const PlanInputs& in, std::optional<int64_t> lut_l
   params.bs = in.req_pool_indices.size(0);
   params.swa_window_size = in.swa_window_size;
   params.verify_sample = in.verify_sample;
-  params.verify_phase =
-      in.verify_phase.defined() ? in.verify_phase.data_as<const int64_t>() : nullptr;
+  if (in.verify_phase.defined()) {
+    params.verify_phase = in.verify_phase.data_as<const int64_t>();
+    params.verify_phase_len = in.verify_phase.size(0);
+  }
   params.req_to_token = SlotTableParamsOf(in);
   params.lut = SwaLutOf(in.full_to_swa_index_mapping, lut_len);
   if (pool.defined()) {

@@ -14,7 +14,7 @@
 namespace kvcanary {
 
 // req_pool_indices, prefix_lens, extend_seq_lens, the slot table (req_to_token, or block_table
-// when given: int32 or int64) and the optional verify_phase ([1] int64), in that order.
+// when given: int32 or int64) and the optional verify_phase ([>= 1] int64), in that order.
 // extend_seq_lens is required when `needs_extend`, else checked only when given.
 // bs = req_pool_indices.length().
 sig::SpecList BatchSpecs(const PlanInputs& in, bool needs_extend);

@@ -177,7 +177,7 @@ PlanArgs CanaryManager::Impl::PlanArgsOf(const ForwardState& forward, size_t gro
   plan.inputs.kv_token_id_vs_position_offset = args_.kv_token_id_vs_position_offset;
   if (config_.verify_sample > 1) {
     plan.inputs.verify_sample = config_.verify_sample;
-    plan.inputs.verify_phase = forward.verify_phase.View(DType::kInt64, {1});
+    plan.inputs.verify_phase = state_.verify_phase.View(DType::kInt64, {table_.rows});
   }
   const int64_t scratch_len = capacities_.write_req_capacity + 1;
   const int64_t scratch_index =
@@ -211,13 +211,14 @@ void CanaryManager::Impl::PostForward(int inner) {
   ForwardState& forward = ForwardAt(inner);
   Transition(forward, Phase::kAfterPreMaybeIn, Phase::kAfterPostMaybeIn);
   LaunchEndpoints(inner, Stage::kTail);
-  // The forward's last in-graph verify has read the phase: the next forward checks the next
-  // 1/K of every prefix (a TAIL split in phase 4 then samples with the next phase: any phase's
-  // sample fits the ranges DecideSplit cut).
+  // The forward's last in-graph verify has read its rows' phases: their next forward checks the
+  // next 1/K of their prefixes (a TAIL split in phase 4 then samples with the next phases: any
+  // phase's sample fits the ranges DecideSplit cut).
   if (config_.verify_sample > 1) {
-    AdvanceVerifyPhase({.verify_phase = forward.verify_phase.View(DType::kInt64, {1}),
-                        .verify_sample = config_.verify_sample},
-                       stream_);
+    AdvanceVerifyPhase(
+        {.verify_phase = state_.verify_phase.View(DType::kInt64, {table_.rows}),
+         .req_pool_indices = Slice1D(forward.batch.req_pool_indices, 0, forward.batch.batch_size)},
+        stream_);
   }
   // Snapshot: later inner forwards overwrite the live plans; phase 4 reads this copy.
   for (size_t g = 0; g < groups_.size(); ++g) {

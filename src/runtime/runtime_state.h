@@ -58,9 +58,6 @@ struct ForwardState {
   DeviceBuffer expected_positions;  // [entry capacity] int64
   DeviceBuffer valid_lens;          // [req capacity] int64
   DeviceBuffer plan_scratch;        // [req capacity + 1] int64, one per group with fused verify
-  // [1] int64 sampled verify's rotation (Config::verify_sample > 1 only): read by this forward's
-  // plan and verifies, advanced on the device after its TAIL, so graph replays keep rotating.
-  DeviceBuffer verify_phase;
   // Snapshot after TAIL: per group enable (int32), then write index, then counters.
   DeviceBuffer snapshot_enable;     // [groups] int32
   std::unique_ptr<DelayedRead> overflow_read;
