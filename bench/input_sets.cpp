@@ -20,7 +20,7 @@ void BuildSet(const Pool& pool, const CaseLayout& layout, int64_t first_request,
   const BenchCase& shape = layout.shape();
   const int64_t batch = shape.batch;
   set.first_request = first_request;
-  set.verify_entries = batch * shape.prefix;
+  set.verify_entries = batch * VerifiedPositions(shape);
   set.write_tokens = batch * shape.extend;
 
   std::vector<int64_t> rows(batch), input_ids, positions, out_cache_loc;
@@ -76,6 +76,11 @@ void BuildSet(const Pool& pool, const CaseLayout& layout, int64_t first_request,
   } else {
     plan.inputs.req_to_token = pool.req_to_token().view();
   }
+  if (shape.verify_sample > 1) {
+    set.verify_phase = Zeroed(device, DType::kInt64, 1);
+    plan.inputs.verify_sample = shape.verify_sample;
+    plan.inputs.verify_phase = set.verify_phase.view();
+  }
   plan.verify_capacity = capacity;
   plan.verify_offsets_scratch = set.scratch.view();
   set.offsets_plan_args = plan;
@@ -86,8 +91,15 @@ void BuildSet(const Pool& pool, const CaseLayout& layout, int64_t first_request,
 
 }  // namespace
 
+int64_t VerifiedPositions(const BenchCase& shape) {
+  const int64_t k = shape.verify_sample;
+  if (k <= 1 || shape.prefix == 0) return shape.prefix;
+  const int64_t multiples = (shape.prefix + k - 1) / k;  // 0, K, 2K, ... below prefix
+  return multiples + ((shape.prefix - 1) % k != 0 ? 1 : 0);
+}
+
 int64_t InputSetBytes(const BenchCase& shape) {
-  return VerifyBytes(shape.batch * shape.prefix, kCheckVerifyExpectedToken, 1) +
+  return VerifyBytes(shape.batch * VerifiedPositions(shape), kCheckVerifyExpectedToken, 1) +
          WriteBytes(shape.batch * shape.extend, 1);
 }
 
