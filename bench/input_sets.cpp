@@ -84,18 +84,23 @@ void BuildSet(const Pool& pool, const CaseLayout& layout, int64_t first_request,
   plan.verify_capacity = capacity;
   plan.verify_offsets_scratch = set.scratch.view();
   set.offsets_plan_args = plan;
-  set.offsets_plan_args.verify_plan_out = VerifyPlanView{
-      TensorView(), TensorView(), TensorView(), TensorView(), set.verify_num_valid.view(),
-      set.verify_enable.view()};
+  set.offsets_plan_args.verify_plan_out = VerifyPlanView{TensorView(),
+                                                         TensorView(),
+                                                         TensorView(),
+                                                         TensorView(),
+                                                         set.verify_num_valid.view(),
+                                                         set.verify_enable.view()};
 }
 
 }  // namespace
 
 int64_t VerifiedPositions(const BenchCase& shape) {
-  const int64_t k = shape.verify_sample;
-  if (k <= 1 || shape.prefix == 0) return shape.prefix;
-  const int64_t multiples = (shape.prefix + k - 1) / k;  // 0, K, 2K, ... below prefix
-  return multiples + ((shape.prefix - 1) % k != 0 ? 1 : 0);
+  int64_t count = 0;
+  for (int64_t p = 0; p < shape.prefix; ++p) {
+    const bool sampled = (p / kVerifySampleRun) % shape.verify_sample == 0;
+    if (sampled || p == shape.prefix - 1) count += 1;
+  }
+  return count;
 }
 
 int64_t InputSetBytes(const BenchCase& shape) {

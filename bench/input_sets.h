@@ -47,8 +47,8 @@ struct InputSet {
   std::array<WriteArgs, 4> write_args;
 };
 
-// The positions of a prefix a case verifies: all, or with sampled verify at phase 0 the
-// multiples of K and the newest one.
+// The positions of a prefix a case verifies: all, or with sampled verify at phase 0 those of every
+// K-th run of kVerifySampleRun and the newest one.
 int64_t VerifiedPositions(const BenchCase& shape);
 
 // The bytes one set's verify and write touch (partial mode).

@@ -81,13 +81,14 @@ struct PlanInputs {
   int64_t bs() const { return Size(rp); }
 };
 
-// Whether a sampled verify checks `pos` of a row whose prefix is `prefix`: every K-th position
-// (pos + phase) % K == 0, and the newest one.
+// Whether a sampled verify checks `pos` of a row whose prefix is `prefix`: the positions of every
+// K-th run of kVerifySampleRun, (pos / run + phase) % K == 0, and the newest one.
 inline bool OracleSampled(const PlanInputs& in, int64_t rp, int64_t prefix, int64_t pos) {
   const int64_t last = Size(in.phases) - 1;
   const int64_t phase = in.phases.empty() ? 0 : in.phases[std::clamp<int64_t>(rp, 0, last)];
   const int64_t k = in.sample;
-  return pos == prefix - 1 || ((pos % k) + (phase % k) + 2 * k) % k == 0;
+  const int64_t run = pos / kVerifySampleRun;
+  return pos == prefix - 1 || ((run % k) + (phase % k) + 2 * k) % k == 0;
 }
 
 struct ExpectedPlan {

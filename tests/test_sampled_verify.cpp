@@ -4,6 +4,7 @@
 // validation rows of verify_sample and verify_phase (each names the argument, writes nothing).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -36,7 +37,7 @@ std::vector<int64_t> Listed(int64_t start, int64_t end, int64_t sample, int64_t 
 std::vector<int64_t> NaivelySampled(int64_t start, int64_t end, int64_t sample, int64_t phase) {
   std::vector<int64_t> positions;
   for (int64_t p = start; p < end; ++p) {
-    const int64_t rotated = ((p + phase) % sample + sample) % sample;
+    const int64_t rotated = ((p / kVerifySampleRun + phase) % sample + sample) % sample;
     if (rotated == 0 || p == end - 1) positions.push_back(p);
   }
   return positions;
@@ -45,8 +46,8 @@ std::vector<int64_t> NaivelySampled(int64_t start, int64_t end, int64_t sample, 
 TEST(SamplePositions, EqualTheNaiveFilter) {
   for (int64_t sample : {1, 2, 3, 5, 8, 16}) {
     for (int64_t phase = -20; phase <= 40; ++phase) {
-      for (int64_t start = 0; start <= 20; ++start) {
-        for (int64_t end = start - 2; end <= start + 40; ++end) {
+      for (int64_t start = 0; start <= 40; ++start) {
+        for (int64_t end = start - 2; end <= start + 100; ++end) {
           SCOPED_TRACE("K=" + std::to_string(sample) + " phase=" + std::to_string(phase) + " [" +
                        std::to_string(start) + ", " + std::to_string(end) + ")");
           ASSERT_EQ(Listed(start, end, sample, phase), NaivelySampled(start, end, sample, phase));
@@ -58,18 +59,24 @@ TEST(SamplePositions, EqualTheNaiveFilter) {
 
 TEST(SamplePositions, KConsecutivePhasesCoverEveryPosition) {
   for (int64_t sample : kSamples) {
-    std::vector<int> seen(100, 0);
+    std::vector<int> seen(300, 0);
+    int64_t checked = 0;
     for (int64_t phase = 7; phase < 7 + sample; ++phase) {
-      for (int64_t p : Listed(3, 100, sample, phase)) seen[p] += 1;
+      const std::vector<int64_t> positions = Listed(3, 300, sample, phase);
+      for (int64_t p : positions) seen[p] += 1;
+      checked = std::max<int64_t>(checked, static_cast<int64_t>(positions.size()));
     }
-    for (int64_t p = 3; p < 99; ++p) EXPECT_EQ(seen[p], 1) << "K=" << sample << " p=" << p;
-    EXPECT_EQ(seen[99], sample) << "the newest position is verified every forward";
+    for (int64_t p = 3; p < 299; ++p) EXPECT_EQ(seen[p], 1) << "K=" << sample << " p=" << p;
+    EXPECT_EQ(seen[299], sample) << "the newest position is verified every forward";
+    // A forward checks about 1/K of the range: whole runs of 16, at most one run more.
+    EXPECT_LE(checked, 297 / sample + kVerifySampleRun + 1) << "K=" << sample;
   }
 }
 
 TEST(SamplePositions, ExtremeRangesStayDefined) {
   constexpr int64_t kMax = INT64_MAX;
-  EXPECT_EQ(Listed(kMax - 3, kMax, 2, 0), NaivelySampled(kMax - 3, kMax, 2, 0));
+  EXPECT_EQ(Listed(kMax - 40, kMax, 2, 0), NaivelySampled(kMax - 40, kMax, 2, 0));
+  EXPECT_EQ(Listed(kMax - 40, kMax, 3, 1), NaivelySampled(kMax - 40, kMax, 3, 1));
   EXPECT_EQ(Listed(0, 1, kMaxVerifySample, INT64_MIN).size(), 1u);
   EXPECT_EQ(Listed(5, 5, 3, 0).size(), 0u);
 }

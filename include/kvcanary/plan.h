@@ -43,6 +43,9 @@ inline constexpr int64_t kMaxBlockSize = int64_t{1} << 20;
 // The largest verify_sample: far above any useful rotation, low enough that the sampled-position
 // arithmetic on int64 positions cannot overflow.
 inline constexpr int64_t kMaxVerifySample = int64_t{1} << 16;
+// Sampled verify checks positions in runs of this many consecutive ones (a page of most engines),
+// so its reads stay contiguous.
+inline constexpr int64_t kVerifySampleRun = 16;
 
 // The batch a forward describes and the tables that locate its tokens: what Plan, PlanOffsets,
 // PlanEntries and FusedVerify read. One type, so a forward's inputs are described once and every
@@ -75,8 +78,9 @@ struct PlanInputs {
   int64_t kv_token_id_vs_position_offset = 0;           // 0 target, +1 EAGLE draft
   // Sampled verify (kvcanary addition, docs/sampled_verify.md): with K = verify_sample in
   // [1, kMaxVerifySample], a row with verify positions [start, prefix_len) verifies only those p
-  // with (p + phase) % K == 0, plus prefix_len - 1 when it is not one of them (entries in
-  // increasing position order). K = 1 (the default) verifies every position.
+  // with (p / kVerifySampleRun + phase) % K == 0 (runs of 16 consecutive positions), plus
+  // prefix_len - 1 when it is not one of them (entries in increasing position order). K = 1 (the
+  // default) verifies every position.
   // verify_phase: [n >= 1] int64 on the inputs' device, absent = phase 0; a row's phase is
   // verify_phase[clamp(req_pool_index, 0, n - 1)] (n = 1: one phase for every row; one entry per
   // req_to_token row: a phase per request), read on the device, so a graph replays with the

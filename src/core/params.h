@@ -127,7 +127,7 @@ struct PlanInputParams {
   int64_t bs = 0;
   int64_t swa_window_size = 0;
   // Sampled verify (kvcanary addition): K = verify_sample; a row verifies the positions p of its
-  // verify range with (p + phase) % K == 0, plus its newest prefix position. K = 1 verifies all.
+  // verify range with (p / kVerifySampleRun + phase) % K == 0, plus its newest prefix position.
   // phase = verify_phase[clamp(req_pool_index)] ([phase_len] int64); nullptr reads as 0.
   int64_t verify_sample = 1;
   const int64_t* verify_phase = nullptr;

@@ -10,10 +10,12 @@ namespace kvcanary::runtime {
 namespace {
 
 // At most how many of `length` positions a sampled verify of 1/K checks, whatever its phase: the
-// stride-K positions (at most ceil(length / K)) and the newest one.
+// range touches at most ceil(length / R) + 1 runs of R = kVerifySampleRun, every K-th of them is
+// checked whole, and the newest position.
 int64_t SampledCountBound(int64_t length, int64_t sample) {
   if (sample <= 1) return length;
-  return std::min(length, (length + sample - 1) / sample + 1);
+  const int64_t runs = (length + kVerifySampleRun - 1) / kVerifySampleRun + 1;
+  return std::min(length, (runs + sample - 1) / sample * kVerifySampleRun + 1);
 }
 
 }  // namespace
