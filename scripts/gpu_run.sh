@@ -3,13 +3,14 @@
 # run the op suite (the published vectors on both backends), the GPU suite (differential tests,
 # graph replay), the runtime suite (its CUDA tests: the step protocol on CUDA tensors and graph
 # replay) and the simulator's unit tests, compute-sanitizer memcheck and racecheck, the CUDA bench,
-# and the simulator's default, swa and offload scenarios on cuda and cpu, compared. Logs go to
+# the PyTorch engine example on CUDA, and the simulator's default, swa, offload and paged scenarios
+# on cuda and cpu, compared. Logs go to
 # OUT_DIR; docs/gpu.md describes every step.
 #
 #   bash scripts/gpu_run.sh [OUT_DIR]        (default: $OUT, else /tmp/kvcanary-gpu)
 #   GPU_RUN_PACK=1 bash scripts/gpu_run.sh DIR   (logs and JSON packed into DIR/gpu_run.tar.gz)
 #   GPU_RUN_SKIP="bench racecheck" ...           (steps to skip, by name)
-#   GPU_RUN_SCENARIOS="default swa" ...          (simulator scenarios; default: default swa offload)
+#   GPU_RUN_SCENARIOS="default swa" ...          (simulator scenarios; default: default swa offload paged)
 #
 # GoogleTest, CLI11 and nlohmann-json come from the system, or from .carry/ when it exists: on a
 # machine without those packages, `bash scripts/gpu_carry.sh` on a Debian machine copies them
@@ -81,6 +82,11 @@ step sim_tests ./build/gpu/tests/sim/kvcanary_sim_tests --gtest_brief=1
 # The Python binding on CUDA tensors (and torch.cuda.CUDAGraph capture), when it was built.
 if [[ -d build/gpu/python/kvcanary ]]; then
   step python_tests env PYTHONPATH="$PWD/build/gpu/python" python3 -m pytest python/tests -q
+  # The PyTorch engine example on CUDA: every injected fault caught, then the negative control.
+  step torch_engine_cuda env PYTHONPATH="$PWD/build/gpu/python" python3 examples/torch_engine.py \
+    --device cuda --faults all
+  step torch_engine_cuda_off env PYTHONPATH="$PWD/build/gpu/python" \
+    python3 examples/torch_engine.py --device cuda --canary off
 fi
 # The sanitizers slow kernels 10-100x: memcheck takes the whole suite, racecheck (shared-memory
 # hazards: the write and plan-offsets kernels) the vectors, graphs, strides and a few sweep cases.
@@ -102,7 +108,7 @@ if [[ -x build/gpu/cli/kvcanary ]]; then
   step bench ./build/gpu/cli/kvcanary bench --device cuda --suite standard --json "$out/bench_cuda.json"
   [[ -f "$out/bench.log" ]] && cat "$out/bench.log"
   # The simulator's scenarios on the GPU, and on the CPU for comparison (same seed: same report).
-  for scenario in ${GPU_RUN_SCENARIOS:-default swa offload}; do
+  for scenario in ${GPU_RUN_SCENARIOS:-default swa offload paged}; do
     for device in cuda cpu; do
       args=(sim --device "$device" --progress off --json "$out/sim_${scenario}_${device}.json")
       [[ $scenario == default ]] || args+=(--scenario "$scenario")

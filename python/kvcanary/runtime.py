@@ -26,6 +26,7 @@ GroupSpec = _rt.GroupSpec
 ForwardBatch = _rt.ForwardBatch
 ForwardHostInput = _rt.ForwardHostInput
 Violation = _rt.Violation
+PerturbationEvent = _rt.PerturbationEvent
 CanaryManager = _rt.CanaryManager
 CorruptionError = _kvcanary.CorruptionError
 
@@ -33,14 +34,16 @@ CorruptionError = _kvcanary.CorruptionError
 def install(config: Config, **kwargs: Any) -> CanaryManager | None:
     """Installs the runtime; None when ``config.mode`` is ``"none"``.
 
-    Keywords are the C++ ``InstallArgs`` fields (``req_to_token``, ``groups``, ``pool_slot_count``,
-    ``max_prefill_tokens``, ...), plus ``log``: a ``callable(level, message)`` receiving the
+    Keywords are the C++ ``InstallArgs`` fields (``req_to_token``, or ``block_table`` and
+    ``block_size``; ``groups``, ``pool_slot_count``, ``max_prefill_tokens``, ...), plus ``log``: a ``callable(level, message)`` receiving the
     runtime's log lines instead of stderr. ``device`` defaults to ``req_to_token``'s; ``stream``
     (a handle or an object with ``.cuda_stream``) defaults, on CUDA, to torch's current stream of
     that device, else the default stream.
     """
     if kwargs.get("stream") is None:
-        kwargs["stream"] = _current_stream(kwargs.get("device"), kwargs.get("req_to_token"))
+        table = kwargs.get("req_to_token")
+        table = kwargs.get("block_table") if table is None else table
+        kwargs["stream"] = _current_stream(kwargs.get("device"), table)
     return _rt.install(config, **kwargs)
 
 
@@ -128,6 +131,7 @@ __all__ = [
     "ForwardHostInput",
     "GroupSpec",
     "PerturbConfig",
+    "PerturbationEvent",
     "PrometheusCollector",
     "Violation",
     "install",

@@ -125,6 +125,8 @@ const FieldTable<GroupSpecArgs>& GroupSpecFields() {
       Int64Field("num_slots", &GroupSpecArgs::num_slots),
       TensorField("k_layer0", &GroupSpecArgs::k_layer0),
       TensorField("v_layer0", &GroupSpecArgs::v_layer0),
+      TensorListField("k_layers", &GroupSpecArgs::k_layers, kMaxRealKvSources),
+      TensorListField("v_layers", &GroupSpecArgs::v_layers, kMaxRealKvSources),
       Int64Field("page_size", &GroupSpecArgs::page_size),
       OptionalInt64Field("bytes_per_token", &GroupSpecArgs::bytes_per_token),
       TensorField("full_to_swa", &GroupSpecArgs::full_to_swa),
@@ -146,6 +148,7 @@ const FieldTable<ForwardBatchArgs>& ForwardBatchFields() {
       TensorField("out_cache_loc", &B::out_cache_loc),
       TensorField("req_to_token", &B::req_to_token),
       OptionalInt64Field("req_to_token_stride0", &B::req_to_token_stride0),
+      TensorField("block_table", &B::block_table),
   };
   return table;
 }
@@ -160,6 +163,7 @@ const FieldTable<ForwardHostInput>& ForwardHostInputFields() {
       Int64ListField("req_all_ids_lens", &H::req_all_ids_lens),
       Int64ListField("expected_input_tokens", &H::expected_input_tokens),
       Int64ListField("expected_input_positions", &H::expected_input_positions),
+      Int64ListField("block_ids", &H::block_ids),
   };
   return table;
 }
@@ -171,6 +175,8 @@ const FieldTable<InstallKeywords>& InstallFields() {
       ObjectField("device", &K::device),
       ObjectField("stream", &K::stream),
       TensorField("req_to_token", &K::req_to_token),
+      TensorField("block_table", &K::block_table),
+      ArgsField(Int64Field("block_size", &A::block_size)),
       {"groups", [](const K& k) { return py::cast(k.groups); },
        [](K& k, py::handle v) {
          k.groups = ObjectListArg<GroupSpecArgs>(v, "groups", "GroupSpec");

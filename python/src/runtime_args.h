@@ -19,12 +19,14 @@
 namespace kvcanary::python {
 
 // kvcanary.runtime.GroupSpec: runtime::GroupSpec with its tensors still Python objects.
-// bytes_per_token None = the layer's page bytes / page_size.
+// bytes_per_token None = the (first) K layer's page bytes / page_size.
 struct GroupSpecArgs {
   runtime::GroupKind kind = runtime::GroupKind::kFull;
   int64_t num_slots = 0;
   pybind11::object k_layer0 = pybind11::none();
   pybind11::object v_layer0 = pybind11::none();
+  std::vector<pybind11::object> k_layers;  // instead of k_layer0/v_layer0: up to 4 layers each
+  std::vector<pybind11::object> v_layers;
   int64_t page_size = 1;
   std::optional<int64_t> bytes_per_token;
   pybind11::object full_to_swa = pybind11::none();
@@ -43,6 +45,7 @@ struct ForwardBatchArgs {
   pybind11::object out_cache_loc = pybind11::none();
   pybind11::object req_to_token = pybind11::none();
   std::optional<int64_t> req_to_token_stride0;
+  pybind11::object block_table = pybind11::none();
 };
 
 // The keywords of kvcanary.runtime.install(config, **kw): runtime::InstallArgs, its tensors and
@@ -52,6 +55,7 @@ struct InstallKeywords {
   pybind11::object device = pybind11::none();
   pybind11::object stream = pybind11::none();
   pybind11::object req_to_token = pybind11::none();
+  pybind11::object block_table = pybind11::none();
   std::vector<GroupSpecArgs> groups;
   pybind11::object log = pybind11::none();
 };

@@ -72,9 +72,41 @@ void RegisterViolation(py::module_& m) {
       });
 }
 
+void RegisterPerturbationEvent(py::module_& m) {
+  using E = runtime::PerturbationEvent;
+  py::class_<E>(m, "PerturbationEvent", "One fired perturbation (testing only).")
+      .def_readonly("kind", &E::kind)
+      .def_readonly("step", &E::step)
+      .def_readonly("slot", &E::slot)
+      .def_readonly("row", &E::row)
+      .def_readonly("position", &E::position)
+      .def_readonly("original", &E::original)
+      .def_readonly("replacement", &E::replacement)
+      .def("__repr__", [](const E& e) {
+        return "PerturbationEvent(kind=" + e.kind + ", step=" + std::to_string(e.step) +
+               ", slot=" + std::to_string(e.slot) + ", row=" + std::to_string(e.row) +
+               ", position=" + std::to_string(e.position) + ")";
+      });
+}
+
 void RegisterCanaryManager(py::module_& m) {
   using M = PyCanaryManager;
-  py::class_<M>(m, "CanaryManager", "The installed runtime (kvcanary.runtime.install).")
+  // Garbage-collected: a listener or radix view that refers back to the runtime is a cycle only
+  // the collector can free, so it sees the Python objects the runtime holds.
+  const auto gc_hooks = [](PyHeapTypeObject* heap_type) {
+    PyTypeObject* type = &heap_type->ht_type;
+    type->tp_flags |= Py_TPFLAGS_HAVE_GC;
+    type->tp_traverse = [](PyObject* self, visitproc visit, void* arg) {
+      Py_VISIT(Py_TYPE(self));  // instances of heap types own a reference to their type
+      return py::cast<const M&>(py::handle(self)).Traverse(visit, arg);
+    };
+    type->tp_clear = [](PyObject* self) {
+      py::cast<M&>(py::handle(self)).Clear();
+      return 0;
+    };
+  };
+  py::class_<M>(m, "CanaryManager", "The installed runtime (kvcanary.runtime.install).",
+                py::custom_type_setup(gc_hooks))
       .def("mark_init_finished", &M::MarkInitFinished)
       .def("begin_step", &M::BeginStep, py::arg("forwards"), py::arg("host"))
       .def("pre_forward", &M::PreForward, py::arg("inner") = 0)
@@ -83,7 +115,14 @@ void RegisterCanaryManager(py::module_& m) {
       .def("end_step", &M::EndStep)
       .def("abandon_step", &M::AbandonStep)
       .def("on_violation", &M::OnViolation, py::arg("callback"))
+      .def("on_perturbation", &M::OnPerturbation, py::arg("callback"))
+      .def("perturb_next_tokens", &M::PerturbNextTokens, py::arg("sampled"))
       .def("attach_radix_cache", &M::AttachRadixCache, py::arg("view"))
+      .def("backup_records", &M::BackupRecords, py::arg("kind"), py::arg("host_indices"),
+           py::arg("device_indices"), py::arg("host_k") = py::none(),
+           py::arg("host_v") = py::none())
+      .def("restore_records", &M::RestoreRecords, py::arg("kind"), py::arg("host_indices"),
+           py::arg("device_indices"))
       .def("stats", &M::Stats)
       .def("metrics", &M::Metrics)
       .def(
@@ -132,6 +171,7 @@ void Runtime_Register(py::module_& parent) {
   py::module_ m = parent.def_submodule("runtime", "kvcanary's host runtime (kvcanary.runtime).");
   RegisterArgumentClasses(m);
   RegisterViolation(m);
+  RegisterPerturbationEvent(m);
   RegisterCanaryManager(m);
 }
 

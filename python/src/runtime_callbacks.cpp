@@ -38,6 +38,7 @@ PyLogSink::~PyLogSink() {
 
 void PyLogSink::Log(runtime::LogLevel level, const std::string& message) {
   py::gil_scoped_acquire gil;
+  if (callable_.is_none()) return runtime::StderrLogSink().Log(level, message);
   try {
     callable_(runtime::LogLevelName(level), message);
   } catch (py::error_already_set& error) {

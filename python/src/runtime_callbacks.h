@@ -39,6 +39,10 @@ class PyLogSink : public runtime::LogSink {
       : callable_(std::move(callable)), pending_(std::move(pending)) {}
   ~PyLogSink() override;
   void Log(runtime::LogLevel level, const std::string& message) override;
+  // The garbage collector's view of the callable (CanaryManager's tp_traverse / tp_clear);
+  // once released, lines go to stderr.
+  const pybind11::object& callable() const { return callable_; }
+  void Release() { callable_ = pybind11::none(); }
 
  private:
   pybind11::object callable_;
@@ -54,6 +58,7 @@ class PyRadixView : public runtime::RadixView {
   PyRadixView(pybind11::object view, std::shared_ptr<PendingError> pending)
       : view_(std::move(view)), pending_(std::move(pending)) {}
   ~PyRadixView() override;
+  const pybind11::object& view() const { return view_; }  // for tp_traverse
 
   NodeId Root() const override;
   std::vector<NodeId> Children(NodeId node) const override;

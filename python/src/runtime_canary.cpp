@@ -112,6 +112,7 @@ py::object PyCanaryManager::Install(const runtime::Config& config, const py::kwa
     args.log = canary->log_.get();
   }
   canary->kept_.append(keywords.req_to_token);
+  canary->kept_.append(keywords.block_table);
   canary->kept_.append(py::cast(keywords.groups));
   canary->kept_.append(keywords.log);
   PyCanaryManager* self = canary.get();
@@ -120,14 +121,35 @@ py::object PyCanaryManager::Install(const runtime::Config& config, const py::kwa
   self->manager_->SetViolationListener([self](const ViolationRow& row, int64_t step) {
     py::gil_scoped_acquire gil;
     self->call_rows_.push_back(Violation{row, step});
-    if (self->violation_callback_.is_none()) return;
-    try {
-      self->violation_callback_(Violation{row, step}, step);
-    } catch (py::error_already_set& error) {
-      self->pending_->Keep(error);
-    }
+    self->CallBack(self->violation_callback_, Violation{row, step}, step);
+  });
+  self->manager_->SetPerturbationListener([self](const runtime::PerturbationEvent& event) {
+    py::gil_scoped_acquire gil;
+    self->CallBack(self->perturbation_callback_, event);
   });
   return py::cast(std::move(canary));
+}
+
+int PyCanaryManager::Traverse(visitproc visit, void* arg) const {
+  Py_VISIT(violation_callback_.ptr());
+  Py_VISIT(perturbation_callback_.ptr());
+  Py_VISIT(kept_.ptr());
+  Py_VISIT(step_kept_.ptr());
+  if (radix_ != nullptr) Py_VISIT(radix_->view().ptr());
+  if (log_ != nullptr) Py_VISIT(log_->callable().ptr());
+  return 0;
+}
+
+// Breaks the cycles; the runtime stays usable (no listener, no sweep view, stderr logging), as
+// Python may clear an object of a cycle before it destroys any.
+void PyCanaryManager::Clear() {
+  violation_callback_ = py::none();
+  perturbation_callback_ = py::none();
+  if (manager_ != nullptr) manager_->AttachRadixCache(nullptr);
+  radix_.reset();
+  if (log_ != nullptr) log_->Release();
+  kept_ = py::list();
+  step_kept_ = py::list();
 }
 
 void PyCanaryManager::MarkInitFinished() {
@@ -167,17 +189,42 @@ void PyCanaryManager::AbandonStep() {
   Run([&] { manager_->AbandonStep(); });
 }
 
-void PyCanaryManager::OnViolation(py::object callback) {
+template <typename... Args>
+void PyCanaryManager::CallBack(const py::object& slot, const Args&... args) {
+  const py::object callback = slot;  // held while it runs, even if it replaces itself
+  if (callback.is_none()) return;
+  try {
+    callback(args...);
+  } catch (py::error_already_set& error) {
+    pending_->Keep(error);
+  }
+}
+
+void PyCanaryManager::SetCallback(py::object& slot, py::object callback, const char* signature) {
   if (!callback.is_none() && !PyCallable_Check(callback.ptr())) {
-    ThrowTypeError("kv-canary: callback must be a callable(row, step) or None, got ",
+    ThrowTypeError("kv-canary: callback must be a ", signature, " or None, got ",
                    TypeName(callback));
   }
   ExclusiveCall exclusive(gate_);
-  violation_callback_ = std::move(callback);
+  slot = std::move(callback);
+}
+
+void PyCanaryManager::OnViolation(py::object callback) {
+  SetCallback(violation_callback_, std::move(callback), "callable(row, step)");
+}
+
+void PyCanaryManager::OnPerturbation(py::object callback) {
+  SetCallback(perturbation_callback_, std::move(callback), "callable(event)");
+}
+
+py::list PyCanaryManager::PerturbNextTokens(py::handle sampled) {
+  std::vector<int64_t> tokens = Int64ListArg(sampled, "sampled");
+  Run([&] { manager_->PerturbNextTokens(tokens); });
+  return py::cast(tokens);
 }
 
 void PyCanaryManager::AttachRadixCache(py::object view) {
-  std::unique_ptr<runtime::RadixView> radix;
+  std::unique_ptr<PyRadixView> radix;
   if (!view.is_none()) {
     for (const char* method : kRadixViewMethods) {
       if (!py::hasattr(view, method)) {
@@ -189,6 +236,26 @@ void PyCanaryManager::AttachRadixCache(py::object view) {
   ExclusiveCall exclusive(gate_);
   manager_->AttachRadixCache(radix.get());
   radix_ = std::move(radix);  // the previous view is released after the runtime let go of it
+}
+
+void PyCanaryManager::BackupRecords(py::handle kind, py::handle host_indices,
+                                    py::handle device_indices, py::handle host_k,
+                                    py::handle host_v) {
+  const runtime::GroupKind group = GroupKindArg(kind, "kind");
+  const std::vector<int64_t> host = Int64ListArg(host_indices, "host_indices");
+  const std::vector<int64_t> device = Int64ListArg(device_indices, "device_indices");
+  ImportScope scope;  // the host layers are read during the call only
+  const runtime::HostLayer0 layer{PagedLayerBytes(scope.Import(host_k, "host_k"), "host_k"),
+                                  PagedLayerBytes(scope.Import(host_v, "host_v"), "host_v")};
+  Run([&] { manager_->BackupRecords(group, host, device, layer); });
+}
+
+void PyCanaryManager::RestoreRecords(py::handle kind, py::handle host_indices,
+                                     py::handle device_indices) {
+  const runtime::GroupKind group = GroupKindArg(kind, "kind");
+  const std::vector<int64_t> host = Int64ListArg(host_indices, "host_indices");
+  const std::vector<int64_t> device = Int64ListArg(device_indices, "device_indices");
+  Run([&] { manager_->RestoreRecords(group, host, device); });
 }
 
 py::dict PyCanaryManager::Stats() {

@@ -54,12 +54,26 @@ class PyCanaryManager {
   void EndStep();
   void AbandonStep();
   void OnViolation(pybind11::object callback);
+  void OnPerturbation(pybind11::object callback);
+  pybind11::list PerturbNextTokens(pybind11::handle sampled);
   void AttachRadixCache(pybind11::object view);
+  // Host offload: records of the (host, device) index pairs to the host mirror (with the host
+  // copy of layer 0 for verify_backup) and back.
+  void BackupRecords(pybind11::handle kind, pybind11::handle host_indices,
+                     pybind11::handle device_indices, pybind11::handle host_k,
+                     pybind11::handle host_v);
+  void RestoreRecords(pybind11::handle kind, pybind11::handle host_indices,
+                      pybind11::handle device_indices);
 
   pybind11::dict Stats();
   std::string Metrics();
   pybind11::object CanaryBuffer(pybind11::object self, pybind11::handle kind, pybind11::handle tail,
                                 pybind11::handle v_half);
+  // The garbage collector's hooks (tp_traverse, tp_clear): the Python objects this one holds
+  // that may lead back to it (a listener closing over the runtime is a cycle).
+  int Traverse(visitproc visit, void* arg) const;
+  void Clear();
+
   // The runtime, for a read (CallGate::CheckRead).
   const runtime::CanaryManager& manager() const {
     gate_.CheckRead();
@@ -71,14 +85,20 @@ class PyCanaryManager {
   // CorruptionError for a ViolationError (rows: those the listener saw during the call).
   template <typename Call>
   void Run(Call&& call);
+  // Calls a listener (GIL held); an exception it raises is kept for the end of the call.
+  template <typename... Args>
+  void CallBack(const pybind11::object& slot, const Args&... args);
+  // Sets a listener slot: a callable matching `signature`, or None.
+  void SetCallback(pybind11::object& slot, pybind11::object callback, const char* signature);
 
   // Held for the runtime's lifetime; declared before manager_ so they are destroyed after it.
   std::unique_ptr<ImportScope> install_scope_;
-  std::unique_ptr<runtime::LogSink> log_;
+  std::unique_ptr<PyLogSink> log_;
   pybind11::list kept_;  // install tensors and the log callable
   std::shared_ptr<PendingError> pending_;
-  std::unique_ptr<runtime::RadixView> radix_;
+  std::unique_ptr<PyRadixView> radix_;
   pybind11::object violation_callback_ = pybind11::none();
+  pybind11::object perturbation_callback_ = pybind11::none();
   std::unique_ptr<ImportScope> step_scope_;
   pybind11::list step_kept_;
   std::vector<Violation> call_rows_;  // rows reported during the current call

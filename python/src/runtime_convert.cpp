@@ -62,12 +62,13 @@ Device DeviceArg(py::handle device, const TensorView& reference) {
 int64_t DerivedBytesPerToken(const TensorView& k_bytes, int64_t page_size,
                              const std::string& name) {
   if (!k_bytes.defined()) return 0;
-  if (page_size <= 0)
+  if (page_size <= 0) {
     ThrowError("kv-canary: ", name, ".page_size must be positive, got ", page_size);
+  }
   const int64_t page_bytes = k_bytes.size(1);
   if (page_bytes % page_size != 0) {
-    ThrowError("kv-canary: ", name, ".bytes_per_token must be given when the page bytes of ", name,
-               ".k_layer0 (", page_bytes, ") are not a multiple of page_size (", page_size,
+    ThrowError("kv-canary: ", name, ".bytes_per_token must be given when the page bytes of its ",
+               "first K layer (", page_bytes, ") are not a multiple of page_size (", page_size,
                "), got None");
   }
   return page_bytes / page_size;
@@ -80,16 +81,24 @@ runtime::GroupSpec GroupSpecOf(const GroupSpecArgs& g, ImportScope& scope,
   spec.num_slots = g.num_slots;
   spec.page_size = g.page_size;
   spec.host_slots = g.host_slots;
-  const auto layer = [&](const py::object& tensor, const char* field) {
+  const auto layer = [&](const py::object& tensor, const std::string& field) {
     const std::string field_name = name + "." + field;
     return PagedLayerBytes(scope.Import(tensor, field_name), field_name);
   };
   spec.k_layer0 = layer(g.k_layer0, "k_layer0");
   spec.v_layer0 = layer(g.v_layer0, "v_layer0");
+  for (size_t i = 0; i < g.k_layers.size(); ++i) {
+    spec.k_layers.push_back(layer(g.k_layers[i], ItemName("k_layers", i)));
+  }
+  for (size_t i = 0; i < g.v_layers.size(); ++i) {
+    spec.v_layers.push_back(layer(g.v_layers[i], ItemName("v_layers", i)));
+  }
   spec.full_to_swa = scope.Import(g.full_to_swa, name + ".full_to_swa");
+  const TensorView& first_k =
+      spec.k_layer0.defined() || spec.k_layers.empty() ? spec.k_layer0 : spec.k_layers.front();
   spec.bytes_per_token = g.bytes_per_token.has_value()
                              ? *g.bytes_per_token
-                             : DerivedBytesPerToken(spec.k_layer0, g.page_size, name);
+                             : DerivedBytesPerToken(first_k, g.page_size, name);
   return spec;
 }
 
@@ -112,7 +121,8 @@ runtime::ForwardBatch ForwardBatchOf(const ForwardBatchArgs& b, ImportScope& sco
       {&F::input_ids, &B::input_ids, "input_ids"},
       {&F::positions, &B::positions, "positions"},
       {&F::out_cache_loc, &B::out_cache_loc, "out_cache_loc"},
-      {&F::req_to_token, &B::req_to_token, "req_to_token"}};
+      {&F::req_to_token, &B::req_to_token, "req_to_token"},
+      {&F::block_table, &B::block_table, "block_table"}};
   for (const TensorRow& row : kTensors) {
     batch.*row.view = scope.Import(b.*row.object, name + "." + row.field);
   }
@@ -125,7 +135,9 @@ runtime::ForwardBatch ForwardBatchOf(const ForwardBatchArgs& b, ImportScope& sco
 runtime::InstallArgs InstallArgsOf(const InstallKeywords& keywords, ImportScope& scope) {
   runtime::InstallArgs args = keywords.args;
   args.req_to_token = scope.Import(keywords.req_to_token, "req_to_token");
-  args.device = DeviceArg(keywords.device, args.req_to_token);
+  args.block_table = scope.Import(keywords.block_table, "block_table");
+  args.device = DeviceArg(keywords.device,
+                          args.req_to_token.defined() ? args.req_to_token : args.block_table);
   args.stream = keywords.stream.is_none()
                     ? nullptr
                     : reinterpret_cast<StreamHandle>(StreamArg(keywords.stream));

@@ -5,23 +5,35 @@ requests, prefills their prompts and decodes one token a step.
 Layouts of the real-KV layer (``layout``):
   "rows":  K and V each [slots, heads, head_dim] (page_size 1)
   "vllm":  one tensor [2, blocks, block_size, heads, head_dim]; K = kv[0], V = kv[1]
+Tables (``table``):
+  "tokens": req_to_token [rows, context] int32, one slot per position, slots handed out in order
+  "blocks": a paged block_table [rows, context / block_size] int32; each request takes a new block
+            when its positions cross a block boundary (block 0 holds the padding slot 0)
 """
 
 from __future__ import annotations
 
-import torch
+import pytest
 
 from kvcanary import runtime as kvr
+
+torch = pytest.importorskip("torch")  # the runtime tests drive torch tensors; skipped without
 
 HEADS, HEAD_DIM = 2, 8  # bfloat16: 32 bytes a token
 
 
 class Engine:
     def __init__(self, device="cpu", slots=256, rows=4, context=64, layout="rows", block_size=4,
-                 prompt=6):
+                 prompt=6, table="tokens"):
         self.device = torch.device(device)
         self.slots, self.rows, self.context, self.prompt = slots, rows, context, prompt
         self.block_size = block_size if layout == "vllm" else 1
+        self.table_block = block_size if table == "blocks" else None
+        self.block_table = None
+        if self.table_block:
+            self.block_table = torch.zeros(rows, context // block_size, dtype=torch.int32,
+                                           device=self.device)
+            self.next_block = 1
         bf16 = dict(dtype=torch.bfloat16, device=self.device)
         if layout == "vllm":
             self.kv = torch.zeros(2, slots // block_size, block_size, HEADS, HEAD_DIM, **bf16)
@@ -41,13 +53,40 @@ class Engine:
         return kvr.GroupSpec(**fields)
 
     def install(self, config, **overrides):
-        fields = dict(req_to_token=self.req_to_token, groups=[self.group()],
-                      pool_slot_count=self.slots, max_prefill_tokens=64)
+        fields = dict(groups=[self.group()], pool_slot_count=self.slots, max_prefill_tokens=64)
+        if self.table_block:
+            fields.update(block_table=self.block_table, block_size=self.table_block)
+        else:
+            fields.update(req_to_token=self.req_to_token)
         fields.update(overrides)
         return kvr.install(config, **fields)
 
     def slot_of(self, row, position):
+        if self.table_block:
+            block = int(self.block_table[row, position // self.table_block])
+            return block * self.table_block + position % self.table_block
         return int(self.req_to_token[row, position])
+
+    def place(self, tokens):
+        """Gives each new (row, position) its slot; returns the slots."""
+        if not self.table_block:
+            slots = list(range(self.next_slot, self.next_slot + len(tokens)))
+            self.next_slot += len(tokens)
+            for (row, p), slot in zip(tokens, slots):
+                self.req_to_token[row, p] = slot
+            return slots
+        for row, p in tokens:
+            if p % self.table_block == 0:
+                self.block_table[row, p // self.table_block] = self.next_block
+                self.next_block += 1
+        return [self.slot_of(row, p) for row, p in tokens]
+
+    def block_ids(self, spans):
+        """Each row's block ids of its positions [0, end), concatenated in row order."""
+        ids = []
+        for row, _, end in spans:
+            ids += self.block_table[row, :-(-end // self.table_block)].tolist()
+        return ids
 
     @staticmethod
     def token(row, position):
@@ -61,10 +100,7 @@ class Engine:
             self.lengths[row] = self.prompt if begin == 0 else begin + 1
             spans.append((row, begin, self.lengths[row]))
         tokens = [(row, p) for row, begin, end in spans for p in range(begin, end)]
-        slots = list(range(self.next_slot, self.next_slot + len(tokens)))
-        self.next_slot += len(tokens)
-        for (row, p), slot in zip(tokens, slots):
-            self.req_to_token[row, p] = slot
+        slots = self.place(tokens)
         ids = [self.token(row, p) for row, p in tokens]
         positions = [p for _, p in tokens]
         rows = [row for row, _, _ in spans]
@@ -78,6 +114,8 @@ class Engine:
             out_cache_loc=as_tensor(slots))
         host = kvr.ForwardHostInput(req_pool_indices=rows, prefix_lens=prefix,
                                     extend_seq_lens=extend)
+        if self.table_block:
+            host.block_ids = self.block_ids(spans)
         self.last_batch = (ids, slots)
         return batch, host
 

@@ -4,12 +4,12 @@ view and the shared canary buffer. CPU torch tensors; the CUDA case skips withou
 
 import gc
 import threading
+import weakref
 
 import numpy as np
 
 import pytest
-import torch
-from runtime_engine import Engine
+from runtime_engine import Engine, torch
 
 import kvcanary
 from kvcanary import runtime as kvr
@@ -335,3 +335,18 @@ def test_a_second_thread_is_refused_while_a_call_runs():
         done.set()
         worker.join(10)
     assert canary.outer_step == 3 and canary.stats()["violations_total"] == 0
+
+
+def test_a_runtime_in_a_cycle_with_its_callbacks_is_collected():
+    engine = Engine()
+    canary = engine.install(kvr.Config(mode="log", sweep_interval=1), log=lambda level, text: None)
+    run_clean(engine, canary, steps=2)
+    radix = Radix(engine, 3)
+    radix.canary = canary  # view -> runtime -> view
+    canary.attach_radix_cache(radix)
+    canary.on_violation(lambda row, step: canary.stats())  # runtime -> listener -> runtime
+    engine.step(canary)
+    alive = weakref.ref(canary)
+    del canary, radix
+    gc.collect()
+    assert alive() is None

@@ -3,8 +3,7 @@ call changes nothing: the runtime's step count stays, and the next step runs cle
 
 import numpy as np
 import pytest
-import torch
-from runtime_engine import Engine
+from runtime_engine import Engine, torch
 
 import kvcanary
 from kvcanary import runtime as kvr

@@ -10,6 +10,8 @@ import pytest
 
 import kvcanary
 
+pytest.importorskip("torch")  # the examples' engines are torch tensors
+
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "python" / "runtime_loop.py"
 
 

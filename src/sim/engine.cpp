@@ -58,8 +58,10 @@ Engine::Engine(const SimOptions& options, std::string name, runtime::LogSink* lo
   table_ = std::make_unique<ReqToTokenTable>(device_, options.max_running_reqs,
                                              options.max_context_len, stream,
                                              options.max_context_len + kShardPadding);
-  allocator_ = std::make_unique<SlotAllocator>(options.num_slots);
-  radix_ = std::make_unique<RadixCache>();
+  // Paged: blocks are the allocation unit, and the cache shares whole blocks.
+  const int64_t unit = std::max<int64_t>(options.block_size, 1);
+  allocator_ = std::make_unique<SlotAllocator>(options.num_slots / unit);
+  radix_ = std::make_unique<RadixCache>(unit);
   SchedulerOptions scheduler_options;
   scheduler_options.max_running_reqs = options.max_running_reqs;
   scheduler_options.chunk_size = options.chunk_size;
@@ -67,8 +69,15 @@ Engine::Engine(const SimOptions& options, std::string name, runtime::LogSink* lo
   scheduler_options.max_context_len = options.max_context_len;
   scheduler_options.prefill_only = role == EngineRole::kPrefill;
   scheduler_options.reuse_prefix = options.swa_window == 0;
+  scheduler_options.block_size = unit;
   role_ = role;
   scheduler_ = std::make_unique<Scheduler>(scheduler_options, *allocator_, *table_, *radix_);
+  if (options.block_size > 0) {
+    blocks_ = std::make_unique<BlockTable>(device_, table_->num_rows(),
+                                           BlocksSpanning(options.max_context_len, unit), unit,
+                                           stream);
+    scheduler_->SetBlockTable(blocks_.get());
+  }
 
   slot_contents_.assign(options.num_slots, {0, 0});
   token_capacity_ = CheckedAdd("batch token capacity",
@@ -89,36 +98,7 @@ Engine::Engine(const SimOptions& options, std::string name, runtime::LogSink* lo
     });
   }
 
-  runtime::InstallArgs args;
-  args.device = device_;
-  args.stream = stream;
-  args.req_to_token = table_->View();
-  runtime::GroupSpec full;
-  full.kind = runtime::GroupKind::kFull;
-  full.num_slots = options.num_slots;
-  full.k_layer0 = pool_->Layer(0, 0);
-  full.v_layer0 = pool_->Layer(0, 1);
-  full.bytes_per_token = options.bytes_per_token;
-  full.host_slots = options.host_tier ? options.host_slots : 0;
-  args.groups = {full};
-  if (options.swa_window > 0) {
-    swa_ = std::make_unique<SwaState>(device_, options.num_slots, options.swa_num_slots,
-                                      LayersOf(options),
-                                      options.bytes_per_token, options.swa_window, stream);
-    runtime::GroupSpec swa;
-    swa.kind = runtime::GroupKind::kSwa;
-    swa.num_slots = options.swa_num_slots;
-    swa.k_layer0 = swa_->pool().Layer(0, 0);
-    swa.v_layer0 = swa_->pool().Layer(0, 1);
-    swa.bytes_per_token = options.bytes_per_token;
-    swa.full_to_swa = swa_->LutView();
-    args.groups.push_back(swa);
-    args.swa_window_size = options.swa_window;
-  }
-  args.pool_slot_count = options.num_slots;
-  args.max_prefill_tokens = token_capacity_;
-  args.log = log;
-  canary_ = runtime::CanaryManager::Install(CanaryConfig(options), args);
+  canary_ = runtime::CanaryManager::Install(CanaryConfig(options), InstallArgsFor(log));
   if (canary_) {
     canary_->MarkInitFinished();
     canary_->AttachRadixCache(radix_.get());
@@ -131,6 +111,46 @@ Engine::Engine(const SimOptions& options, std::string name, runtime::LogSink* lo
 
 Engine::~Engine() = default;
 
+runtime::InstallArgs Engine::InstallArgsFor(runtime::LogSink* log) {
+  runtime::InstallArgs args;
+  args.device = device_;
+  args.stream = stream_->handle();
+  runtime::GroupSpec full;
+  full.kind = runtime::GroupKind::kFull;
+  full.num_slots = options_.num_slots;
+  full.bytes_per_token = options_.bytes_per_token;
+  if (blocks_) {
+    args.block_table = blocks_->View();
+    args.block_size = blocks_->block_size();
+    DescribePagedPool(full);
+  } else {
+    args.req_to_token = table_->View();
+    full.k_layer0 = pool_->Layer(0, 0);
+    full.v_layer0 = pool_->Layer(0, 1);
+  }
+  full.host_slots = options_.host_tier ? options_.host_slots : 0;
+  args.groups = {full};
+  if (options_.swa_window > 0) {
+    swa_ = std::make_unique<SwaState>(device_, options_.num_slots, options_.swa_num_slots,
+                                      LayersOf(options_), options_.bytes_per_token,
+                                      options_.swa_window, stream_->handle());
+    runtime::GroupSpec swa;
+    swa.kind = runtime::GroupKind::kSwa;
+    swa.num_slots = options_.swa_num_slots;
+    swa.k_layer0 = swa_->pool().Layer(0, 0);
+    swa.v_layer0 = swa_->pool().Layer(0, 1);
+    swa.bytes_per_token = options_.bytes_per_token;
+    swa.full_to_swa = swa_->LutView();
+    args.groups.push_back(swa);
+    args.swa_window_size = options_.swa_window;
+  }
+  args.pool_slot_count = options_.num_slots;
+  args.max_prefill_tokens = token_capacity_;
+  args.log = log;
+  return args;
+}
+
+
 ExpectedState& Engine::ExpectedFor(const Request& req) {
   auto it = expected_.find(req.spec.id);
   if (it == expected_.end()) it = expected_.emplace(req.spec.id, oracle_.NewExpectedState()).first;
@@ -141,6 +161,7 @@ void Engine::DescribeForward(const Batch& batch, const ForwardView& view,
                              runtime::StepInput& input) {
   runtime::ForwardHostInput host;
   std::vector<int64_t> ids, slots;
+  size_t token = 0;
   for (const BatchRow& row : batch.rows) {
     host.req_pool_indices.push_back(row.row);
     host.prefix_lens.push_back(row.prefix_len);
@@ -148,7 +169,7 @@ void Engine::DescribeForward(const Batch& batch, const ForwardView& view,
     for (int64_t i = 0; i < row.extend_len; ++i) {
       const int64_t pos = row.prefix_len + i;
       ids.push_back(row.req->tokens[pos]);
-      slots.push_back(row.new_slots[i]);
+      slots.push_back(view.out_cache_loc[token++]);
       // The write-input assert compares with what the sampler produced, not with what the
       // scheduler fed back: the two differ exactly when the feedback path is broken.
       int64_t expected = row.req->tokens[pos];
@@ -183,10 +204,14 @@ void Engine::DescribeForward(const Batch& batch, const ForwardView& view,
                             stream_->handle());
     *views[c] = batch_buffer_.View(DType::kInt64, {token_capacity_}, offset);
   }
-  forward.req_to_token = view.table_stride == table_->row_pitch()
-                             ? table_->View()
-                             : table_->ViewWithRowStride(view.table_stride);
-  forward.req_to_token_stride0 = view.stride0;
+  if (blocks_) {
+    DescribeBlocks(batch, forward, host);
+  } else {
+    forward.req_to_token = view.table_stride == table_->row_pitch()
+                               ? table_->View()
+                               : table_->ViewWithRowStride(view.table_stride);
+    forward.req_to_token_stride0 = view.stride0;
+  }
   input.forwards = {forward};
   input.host = {host};
 }
@@ -196,10 +221,9 @@ void Engine::RunModel(const Batch& batch, const ForwardView& view) {
   int64_t token = 0;
   for (const BatchRow& row : batch.rows) {
     for (int64_t i = 0; i < row.extend_len; ++i, ++token) {
-      pool_->WriteToken(row.new_slots[i], row.req->tokens[row.prefix_len + i],
-                        view.positions[token]);
-      slot_contents_[row.new_slots[i]] = {row.req->tokens[row.prefix_len + i],
-                                          view.positions[token]};
+      const int64_t slot = view.out_cache_loc[token];
+      pool_->WriteToken(slot, row.req->tokens[row.prefix_len + i], view.positions[token]);
+      slot_contents_[slot] = {row.req->tokens[row.prefix_len + i], view.positions[token]};
     }
   }
   // Attention reads every prefix slot through req_to_token (with the stride the engine uses).
@@ -253,6 +277,7 @@ bool Engine::Step(int64_t step, EngineHooks& hooks) {
   ForwardView view;
   for (const BatchRow& row : batch.rows) {
     for (int64_t i = 0; i < row.extend_len; ++i) view.positions.push_back(row.prefix_len + i);
+    view.out_cache_loc.insert(view.out_cache_loc.end(), row.new_slots.begin(), row.new_slots.end());
   }
   view.table_stride = table_->row_pitch();
   view.stride0 = table_->row_pitch();
@@ -267,6 +292,10 @@ bool Engine::Step(int64_t step, EngineHooks& hooks) {
       }
     }
     swa_->Upload();
+  }
+  if (blocks_) {
+    DeriveReqToToken(batch);
+    blocks_->Upload();
   }
   table_->Upload();
   runtime::StepInput input;

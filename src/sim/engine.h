@@ -18,6 +18,7 @@
 
 #include "kvcanary/runtime/canary_manager.h"
 #include "kvcanary/runtime/device_memory.h"
+#include "sim/block_table.h"
 #include "sim/kv_pool.h"
 #include "sim/oracle_model.h"
 #include "sim/radix_cache.h"
@@ -48,6 +49,8 @@ struct TransferPacket {
 // What the forward of one step reads, as the injector may bend it.
 struct ForwardView {
   std::vector<int64_t> positions;    // per token; position_skip bends one
+  std::vector<int64_t> out_cache_loc;  // per token, the slot it is written to; stale_out_cache_loc
+                                       // bends one
   int64_t table_stride = 0;          // the row stride attention and the plan read req_to_token with
   std::optional<int64_t> stride0;    // the pitch the engine passes to the plan op
 };
@@ -121,8 +124,9 @@ class Engine {
   // Tokens sampled in the last step, with the oracle's expectation.
   const std::vector<SampledToken>& last_sampled() const { return last_sampled_; }
 
-  // Abandons a running request (a quarantined victim): frees its row and the slots it owns,
-  // except `keep` (slots a fault handed to someone else), and unlocks its cached prefix.
+  // Abandons a running request (a quarantined victim): frees its row and the allocation units
+  // (slots, or blocks when paged) it owns, except `keep` (units a fault handed to someone else),
+  // and unlocks its cached prefix.
   void Abort(Request* req, const std::vector<int64_t>& keep = {});
   // Rewrites a slot's KV bytes from what the forward last wrote there (undoes a byte flip).
   void RestoreSlotKv(int64_t slot);
@@ -139,6 +143,12 @@ class Engine {
   const SimOptions& options() const { return options_; }
   KvPool& pool() { return *pool_; }
   ReqToTokenTable& table() { return *table_; }
+  // The paged layout's block table; null with --block-size 0.
+  BlockTable* block_table() { return blocks_.get(); }
+  // Layers whose KV bytes the canary fingerprints: layer 0, or with a block table the first
+  // kMaxRealKvSources (GroupSpec::k_layers).
+  int FingerprintedLayers() const;
+  // Hands out slots, or blocks with a block table.
   SlotAllocator& allocator() { return *allocator_; }
   RadixCache& radix() { return *radix_; }
   Scheduler& scheduler() { return *scheduler_; }
@@ -149,6 +159,9 @@ class Engine {
 
  private:
   struct ForwardBuffers;
+  // The canary's install: the FULL group over layer 0 (and the SWA group with SWA); creates the
+  // SWA state on the way.
+  runtime::InstallArgs InstallArgsFor(runtime::LogSink* log);
   void DescribeForward(const Batch& batch, const ForwardView& view,
                        runtime::StepInput& input);
   void RunModel(const Batch& batch, const ForwardView& view);
@@ -157,6 +170,14 @@ class Engine {
   uint64_t SwaHash(const int32_t* slot_row, int64_t seq_len, int64_t query) const;
   uint64_t ExpectedSwaHash(const Request& req, int64_t seq_len, int64_t query) const;
   ExpectedState& ExpectedFor(const Request& req);
+  // The paged layout (engine_paged.cpp). Rewrites the batch rows' req_to_token entries, the
+  // host view attention reads, from the block table.
+  void DeriveReqToToken(const Batch& batch);
+  // The FULL group over the pool as pages of a block: each fingerprinted layer's K and V.
+  void DescribePagedPool(runtime::GroupSpec& full) const;
+  // The forward's block table and, on the host, each batch row's block ids.
+  void DescribeBlocks(const Batch& batch, runtime::ForwardBatch& forward,
+                      runtime::ForwardHostInput& host) const;
   // The buffers a PD transfer moves, in splice order: [k_head, K layers..., k_tail, v_head,
   // V layers..., v_tail]; both engines build it the same way.
   std::vector<runtime::CanaryManager::BufferInfo> TransferList() const;
@@ -173,6 +194,7 @@ class Engine {
   std::unique_ptr<runtime::OwnedStream> stream_;
   std::unique_ptr<KvPool> pool_;
   std::unique_ptr<ReqToTokenTable> table_;
+  std::unique_ptr<BlockTable> blocks_;  // --block-size > 0
   std::unique_ptr<SlotAllocator> allocator_;
   std::unique_ptr<RadixCache> radix_;
   std::unique_ptr<Scheduler> scheduler_;

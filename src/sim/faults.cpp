@@ -43,6 +43,10 @@ bool ActsBeforeForward(FaultKind kind) {
     case FaultKind::kStaleSlotReuse:
     case FaultKind::kPositionSkip:
     case FaultKind::kSwaLutStale:
+    case FaultKind::kBlockTableSwap:
+    case FaultKind::kFreedBlockReuse:
+    case FaultKind::kRealKvPage:
+    case FaultKind::kStaleOutCacheLoc:
       return true;
     default:
       return false;
@@ -129,6 +133,10 @@ void FaultInjector::BeforeForward(Engine& engine, Batch& batch, ForwardView& vie
     case FaultKind::kStaleSlotReuse: return InjectStaleSlotReuse(engine, batch);
     case FaultKind::kPositionSkip: return InjectPositionSkip(batch, view);
     case FaultKind::kSwaLutStale: return InjectSwaLutStale(engine, batch);
+    case FaultKind::kBlockTableSwap: return InjectBlockTableSwap(engine, batch);
+    case FaultKind::kFreedBlockReuse: return InjectFreedBlockReuse(engine, batch);
+    case FaultKind::kRealKvPage: return InjectRealKvPage(engine, batch);
+    case FaultKind::kStaleOutCacheLoc: return InjectStaleOutCacheLoc(engine, batch, view);
     default: return;
   }
 }
@@ -291,9 +299,9 @@ void FaultInjector::AfterStep(Engine& engine, const std::vector<ReportedViolatio
       KeepVictimsRunning(engine, open);
     }
   }
-  if (pending_free_slot_ > 0) {
-    engine.allocator().Free({pending_free_slot_});
-    pending_free_slot_ = -1;
+  if (pending_free_unit_ > 0) {
+    engine.allocator().Free({pending_free_unit_});
+    pending_free_unit_ = -1;
   }
   // A fault that finds no target for too long goes to the back of the queue.
   if (!queue_.empty() && step_ >= next_due_step_) {
@@ -324,7 +332,7 @@ void FaultInjector::Close(Engine& engine, Open& open) {
   if (open.undo) open.undo(engine);
   if (!open.abort_victims) return;
   for (int64_t id : open.victims) {
-    if (Request* req = engine.FindRunning(id)) engine.Abort(req, open.keep_slots);
+    if (Request* req = engine.FindRunning(id)) engine.Abort(req, open.keep_units);
   }
 }
 

@@ -65,7 +65,7 @@ class FaultInjector : public EngineHooks {
     // Byte flips: the (token, position) whose KV bytes were flipped. The bytes travel through
     // the host tier, so any slot holding this content is explained (and repaired).
     std::optional<std::pair<int64_t, int64_t>> content;
-    std::vector<int64_t> keep_slots;  // slots a victim must not free on abort
+    std::vector<int64_t> keep_units;  // allocation units a victim must not free on abort
     std::function<void(Engine&)> undo;
     bool abort_victims = false;
     int64_t horizon_end = 0;
@@ -92,6 +92,11 @@ class FaultInjector : public EngineHooks {
   void InjectStaleSlotReuse(Engine& engine, Batch& batch);
   void InjectPositionSkip(Batch& batch, ForwardView& view);
   void InjectSwaLutStale(Engine& engine, Batch& batch);
+  // The paged layout's classes (faults_paged.cpp).
+  void InjectBlockTableSwap(Engine& engine, Batch& batch);
+  void InjectFreedBlockReuse(Engine& engine, Batch& batch);
+  void InjectRealKvPage(Engine& engine, Batch& batch);
+  void InjectStaleOutCacheLoc(Engine& engine, Batch& batch, ForwardView& view);
 
   SimOptions options_;
   std::mt19937_64 rng_;
@@ -106,7 +111,9 @@ class FaultInjector : public EngineHooks {
   std::vector<Open> opens_;
   int64_t unexplained_mismatches_ = 0;
   int64_t dropped_page_ = -1;       // the page BeforeAdmit dropped, until AfterAdmit
-  int64_t pending_free_slot_ = -1;  // stale_slot_reuse: freed at the end of the step
+  // stale_slot_reuse, freed_block_reuse: the allocation unit (slot or block) freed at the end of
+  // the step while its request still reads it.
+  int64_t pending_free_unit_ = -1;
 };
 
 }  // namespace kvcanary::sim

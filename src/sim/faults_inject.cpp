@@ -139,14 +139,14 @@ void FaultInjector::InjectStaleSlotReuse(Engine&, Batch& batch) {
   const int64_t slot = victim->slots[pos];
   // The bug: the slot is freed while the request still reads it. Freed at the end of the step
   // (AfterStep), so it is on top of the LIFO free list when the next step allocates.
-  pending_free_slot_ = slot;
+  pending_free_unit_ = slot;
   std::ostringstream target;
   target << "req " << victim->spec.id << " pos " << pos << " slot " << slot
          << " freed while in use";
   Open& open = Start(FaultKind::kStaleSlotReuse, target.str());
   open.victims = {victim->spec.id};
   open.slots = {slot};
-  open.keep_slots = {slot};  // it belongs to whoever was handed it next
+  open.keep_units = {slot};  // it belongs to whoever was handed it next
   open.abort_victims = true;
 }
 

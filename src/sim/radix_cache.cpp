@@ -7,6 +7,8 @@
 #include <tuple>
 #include <utility>
 
+#include "kvcanary/hash.h"
+
 namespace kvcanary::sim {
 namespace {
 
@@ -27,7 +29,8 @@ std::vector<int64_t> Slice(const std::vector<int64_t>& v, size_t begin, size_t e
 
 }  // namespace
 
-RadixCache::RadixCache() {
+RadixCache::RadixCache(int64_t page_size) : page_size_(page_size) {
+  if (page_size < 1) Fail("page size must be >= 1, got " + std::to_string(page_size));
   nodes_.emplace_back();
   nodes_[kRoot].live = true;
 }
@@ -42,6 +45,20 @@ const RadixCache::Node& RadixCache::At(NodeId node) const {
     Fail("node " + std::to_string(node) + " is not a live node");
   }
   return nodes_[node];
+}
+
+int64_t RadixCache::ChildKey(const std::vector<int64_t>& tokens, size_t start) const {
+  if (page_size_ == 1) return tokens[start];
+  uint64_t hash = 0;
+  for (size_t i = start; i < start + static_cast<size_t>(page_size_); ++i) {
+    hash = Splitmix64(hash ^ static_cast<uint64_t>(tokens[i]));
+  }
+  return static_cast<int64_t>(hash);
+}
+
+int64_t RadixCache::MatchedPages(const std::vector<int64_t>& key,
+                                 const std::vector<int64_t>& tokens, size_t start) const {
+  return CommonPrefix(key, tokens, start) / page_size_ * page_size_;
 }
 
 bool RadixCache::HasResidentChild(NodeId node) const {
@@ -83,8 +100,8 @@ RadixCache::NodeId RadixCache::Split(NodeId node, int64_t at) {
   first.lock_ref = tail.lock_ref;
   first.last_access = tail.last_access;
   first.parent = tail.parent;
-  first.children[tail.key.front()] = node;
-  nodes_[first.parent].children[first.key.front()] = head;
+  first.children[ChildKey(tail.key, 0)] = node;
+  nodes_[first.parent].children[ChildKey(first.key, 0)] = head;
   tail.parent = head;
   return head;
 }
@@ -96,12 +113,15 @@ RadixCache::MatchResult RadixCache::MatchPrefix(const std::vector<int64_t>& toke
   stats_.looked_up_tokens += static_cast<int64_t>(tokens.size());
   NodeId node = kRoot;
   size_t i = 0;
-  while (i < tokens.size()) {
-    const auto it = nodes_[node].children.find(tokens[i]);
+  // Only whole pages can match: the request's next token must start a block of its own.
+  const size_t usable = tokens.size() / static_cast<size_t>(page_size_) * page_size_;
+  while (i < usable) {
+    const auto it = nodes_[node].children.find(ChildKey(tokens, i));
     if (it == nodes_[node].children.end()) break;
     NodeId child = it->second;
+    const int64_t matched = MatchedPages(nodes_[child].key, tokens, i);
+    if (matched == 0) break;  // a hash collision of first pages
     nodes_[child].last_access = clock_;
-    const int64_t matched = CommonPrefix(nodes_[child].key, tokens, i);
     const bool partial = matched < static_cast<int64_t>(nodes_[child].key.size());
     if (partial) child = Split(child, matched);
     if (IsResident(child)) {
@@ -146,24 +166,28 @@ void RadixCache::Unlock(NodeId node) {
 
 std::vector<int64_t> RadixCache::Insert(const std::vector<int64_t>& tokens,
                                         const std::vector<int64_t>& slots) {
-  if (tokens.size() != slots.size()) {
+  if (tokens.size() != slots.size() || tokens.size() % static_cast<size_t>(page_size_) != 0) {
     Fail("Insert of " + std::to_string(tokens.size()) + " tokens with " +
-         std::to_string(slots.size()) + " slots");
+         std::to_string(slots.size()) + " slots in pages of " + std::to_string(page_size_));
   }
   ++clock_;
   std::vector<int64_t> duplicates;
   NodeId node = kRoot;
   size_t i = 0;
   while (i < tokens.size()) {
-    const auto it = nodes_[node].children.find(tokens[i]);
-    if (it == nodes_[node].children.end()) {
+    const int64_t child_key = ChildKey(tokens, i);
+    const auto it = nodes_[node].children.find(child_key);
+    const int64_t matched =
+        it == nodes_[node].children.end() ? 0 : MatchedPages(nodes_[it->second].key, tokens, i);
+    if (matched == 0) {
+      if (it != nodes_[node].children.end()) Fail("two first pages share a child key");
       const NodeId leaf = NewNode();
       Node& n = nodes_[leaf];
       n.key = Slice(tokens, i, tokens.size());
       n.slots = Slice(slots, i, slots.size());
       n.parent = node;
       n.last_access = clock_;
-      nodes_[node].children[n.key.front()] = leaf;
+      nodes_[node].children[child_key] = leaf;
       const auto added = static_cast<int64_t>(n.key.size());
       device_tokens_ += added;
       evictable_tokens_ += added;
@@ -172,7 +196,6 @@ std::vector<int64_t> RadixCache::Insert(const std::vector<int64_t>& tokens,
     }
     NodeId child = it->second;
     nodes_[child].last_access = clock_;
-    const int64_t matched = CommonPrefix(nodes_[child].key, tokens, i);
     if (matched < static_cast<int64_t>(nodes_[child].key.size())) child = Split(child, matched);
     Node& n = nodes_[child];
     if (IsResident(child)) {
@@ -249,7 +272,7 @@ void RadixCache::Drop(NodeId node) {
       released_host_slots_.insert(released_host_slots_.end(), n.host_slots.begin(),
                                   n.host_slots.end());
     }
-    if (id == node) nodes_[n.parent].children.erase(n.key.front());
+    if (id == node) nodes_[n.parent].children.erase(ChildKey(n.key, 0));
     nodes_[id] = Node{};
     free_ids_.push_back(id);
   }
@@ -313,7 +336,10 @@ void RadixCache::TEST_CheckInvariants() const {
     for (const auto& [token, child] : n.children) {
       const Node& c = At(child);
       if (c.parent != id) Fail(name + ": child " + std::to_string(child) + " has another parent");
-      if (c.key.empty() || c.key.front() != token) Fail(name + ": child keyed by a wrong token");
+      if (c.key.empty() || c.key.size() % static_cast<size_t>(page_size_) != 0 ||
+          ChildKey(c.key, 0) != token) {
+        Fail(name + ": child keyed by a wrong token, or not whole pages");
+      }
       child_locks += c.lock_ref;
     }
     if (id == kRoot) continue;

@@ -6,6 +6,11 @@
 // slots of positions already cached are duplicates, which the caller frees. When the slot
 // allocator runs dry the caller evicts unlocked leaves, least recently used first.
 //
+// With a page size P > 1 (the paged layout), the tree shares whole pages only, as a paged engine's
+// prefix cache shares whole KV blocks: a match is cut down to a multiple of P, nodes are split
+// only at page boundaries, inserted sequences are whole pages, and children are keyed by their
+// first page. Every node then holds whole blocks, so eviction releases whole blocks.
+//
 // With the host tier on, an evicted node is not dropped: a callback backs its KV (and canary
 // records) up to host slots it chooses, and the node stays in the tree as host-only. A later
 // match walks through host-only nodes too and reports them, so the caller can copy them back to
@@ -70,13 +75,15 @@ class RadixCache : public runtime::RadixView {
     std::vector<NodeId> host_nodes;
   };
 
-  RadixCache();
+  // REQUIRES: page_size >= 1 (std::logic_error otherwise).
+  explicit RadixCache(int64_t page_size = 1);
+  int64_t page_size() const { return page_size_; }
 
   // Off by default. REQUIRES: no host-only node exists when turning it off.
   void EnableHostTier(bool enabled);
   bool host_tier() const { return host_tier_; }
 
-  // The longest cached prefix of `tokens`. A match ending inside a node splits it (the new node
+  // The longest cached prefix of `tokens` that is a whole number of pages. A match ending inside a node splits it (the new node
   // takes the matched part, the old id keeps the rest, so ids held by Lock stay valid). Bumps the
   // LRU clock of every node on the matched path. Counts into stats().
   MatchResult MatchPrefix(const std::vector<int64_t>& tokens);
@@ -150,6 +157,12 @@ class RadixCache : public runtime::RadixView {
   };
 
   const Node& At(NodeId node) const;
+  // The key a child starting at tokens[start] is filed under: its first token, or with pages a
+  // hash of its first page (a lookup then compares the page itself: a collision is no match).
+  int64_t ChildKey(const std::vector<int64_t>& tokens, size_t start) const;
+  // Tokens of key that equal tokens[start...], cut down to whole pages.
+  int64_t MatchedPages(const std::vector<int64_t>& key, const std::vector<int64_t>& tokens,
+                       size_t start) const;
   bool IsResident(NodeId node) const { return node == kRoot || !nodes_[node].slots.empty(); }
   bool HasResidentChild(NodeId node) const;
   NodeId NewNode();
@@ -162,6 +175,7 @@ class RadixCache : public runtime::RadixView {
   std::vector<NodeId> free_ids_;
   std::vector<int64_t> released_host_slots_;
   uint64_t clock_ = 0;
+  int64_t page_size_ = 1;
   bool host_tier_ = false;
   int64_t device_tokens_ = 0;
   int64_t evictable_tokens_ = 0;

@@ -16,6 +16,7 @@ void SchedulerOptions::Validate() const {
   positive("max_running_reqs", max_running_reqs);
   positive("chunk_size", chunk_size);
   positive("prefill_token_budget", prefill_token_budget);
+  positive("block_size", block_size);
   if (max_context_len < 2) {
     ThrowError("kv-canary sim: max_context_len: expected >= 2, got ", max_context_len);
   }
@@ -41,6 +42,22 @@ Scheduler::Scheduler(const SchedulerOptions& options, SlotAllocator& allocator,
     ThrowError("kv-canary sim: req_to_token: expected [", options_.max_running_reqs + 1, ", ",
                options_.max_context_len, "], got [", table.num_rows(), ", ", table.width(), "]");
   }
+  if (cache.page_size() != options_.block_size) {
+    ThrowError("kv-canary sim: radix cache page size: expected ", options_.block_size, ", got ",
+               cache.page_size());
+  }
+}
+
+void Scheduler::SetBlockTable(BlockTable* blocks) {
+  if (blocks != nullptr &&
+      (blocks->block_size() != options_.block_size || blocks->num_rows() != table_.num_rows() ||
+       blocks->max_blocks() < Units(options_.max_context_len))) {
+    ThrowError("kv-canary sim: block table: expected ", table_.num_rows(), " rows of at least ",
+               Units(options_.max_context_len), " blocks of ", options_.block_size, ", got ",
+               blocks->num_rows(), " rows of ", blocks->max_blocks(), " blocks of ",
+               blocks->block_size());
+  }
+  blocks_ = blocks;
 }
 
 void Scheduler::Submit(RequestSpec spec) {
@@ -70,18 +87,10 @@ int64_t Scheduler::KvTotal(const Request& req) const {
 int64_t Scheduler::Reserved() const {
   int64_t reserved = 0;
   for (const auto& req : running_) {
-    reserved += std::max<int64_t>(0, KvTotal(*req) - static_cast<int64_t>(req->slots.size()));
+    const int64_t held = Units(static_cast<int64_t>(req->slots.size()));
+    reserved += std::max<int64_t>(0, Units(KvTotal(*req)) - held);
   }
   return reserved;
-}
-
-std::optional<std::vector<int64_t>> Scheduler::AllocateSlots(int64_t n) {
-  if (allocator_.NumFree() < n) {
-    std::vector<int64_t> evicted = cache_.Evict(n - allocator_.NumFree(), on_evict_);
-    stats_.evicted_tokens += static_cast<int64_t>(evicted.size());
-    allocator_.Free(evicted);
-  }
-  return allocator_.Allocate(n);
 }
 
 Batch Scheduler::Schedule(int64_t step) {
@@ -116,10 +125,8 @@ Batch Scheduler::Schedule(int64_t step) {
 
 bool Scheduler::Extend(Request& req, int64_t limit, Batch& batch) {
   const int64_t n = std::min({req.seq_len() - req.kv_len, options_.chunk_size, limit});
-  std::optional<std::vector<int64_t>> slots = AllocateSlots(n);
+  std::optional<std::vector<int64_t>> slots = Grow(req, n);
   if (!slots) return false;
-  table_.SetRange(req.row, req.kv_len, *slots);
-  req.slots.insert(req.slots.end(), slots->begin(), slots->end());
   BatchRow row;
   row.req = &req;
   row.row = req.row;
@@ -165,12 +172,15 @@ bool Scheduler::Admit(Request& req, int64_t step, std::string* why) {
       options_.reuse_prefix ? cache_.MatchPrefix(key) : RadixCache::MatchResult{};
   cache_.Lock(match.last_node);
   const auto resident = static_cast<int64_t>(match.slots.size());
-  const int64_t need = KvTotal(req) - resident;
-  const int64_t available = allocator_.NumFree() + cache_.EvictableTokens() - Reserved();
+  // The match is whole blocks, and so is everything the cache could evict.
+  const int64_t need = Units(KvTotal(req)) - Units(resident);
+  const int64_t available =
+      allocator_.NumFree() + cache_.EvictableTokens() / options_.block_size - Reserved();
   if (need > available) {
     cache_.Unlock(match.last_node);
     *why = "request " + std::to_string(req.spec.id) + " needs " + std::to_string(need) +
-           " KV slots beyond its cached prefix of " + std::to_string(resident) + ", but only " +
+           (options_.block_size == 1 ? " KV slots" : " KV blocks") +
+           " beyond its cached prefix of " + std::to_string(resident) + ", but only " +
            std::to_string(available) + " of the pool's " +
            std::to_string(allocator_.num_slots() - 1) + " are free or evictable";
     return false;
@@ -200,7 +210,7 @@ bool Scheduler::Admit(Request& req, int64_t step, std::string* why) {
   }
 
   req.row = *row;
-  table_.SetRange(req.row, 0, prefix);
+  Place(req, 0, prefix);
   req.cached_len = static_cast<int64_t>(prefix.size());
   req.kv_len = req.cached_len;
   req.slots = std::move(prefix);
@@ -216,11 +226,9 @@ bool Scheduler::Admit(Request& req, int64_t step, std::string* why) {
 void Scheduler::ScheduleDecode(Batch& batch) {
   for (const auto& req : running_) {
     if (!req->prefill_done) continue;
-    std::optional<std::vector<int64_t>> slot = AllocateSlots(1);
-    if (!slot) continue;  // unreachable under admission control; Schedule reports a stall
     const int64_t pos = req->seq_len() - 1;
-    table_.Set(req->row, pos, slot->front());
-    req->slots.push_back(slot->front());
+    std::optional<std::vector<int64_t>> slot = Grow(*req, 1);
+    if (!slot) continue;  // unreachable under admission control; Schedule reports a stall
     BatchRow row;
     row.req = req.get();
     row.row = req->row;
@@ -269,76 +277,6 @@ std::vector<std::unique_ptr<Request>> Scheduler::Complete(const Batch& batch,
     it = running_.erase(it);
   }
   return finished;
-}
-
-void Scheduler::Retire(Request& req) {
-  // As SGLang's cache_finished_req: the KV of tokens [0, L-1) exists (the last sampled token was
-  // never fed back), so that is what the cache learns.
-  const std::vector<int64_t> key(req.tokens.begin(), req.tokens.end() - 1);
-  if (req.slots.size() != key.size()) {
-    throw std::logic_error("kv-canary sim: request " + std::to_string(req.spec.id) + " has " +
-                           std::to_string(req.slots.size()) + " slots for " +
-                           std::to_string(key.size()) + " positions at finish");
-  }
-  allocator_.Free(cache_.Insert(key, req.slots));
-  cache_.Unlock(req.lock_node);
-  table_.FreeRow(req.row);
-  req.row = 0;
-  stats_.finished += 1;
-}
-
-std::optional<Request*> Scheduler::AdmitPrefilled(const RequestSpec& spec,
-                                                  std::vector<int64_t> tokens, int64_t step) {
-  auto req = std::make_unique<Request>();
-  req->spec = spec;
-  req->tokens = std::move(tokens);
-  req->output.assign(req->tokens.begin() + static_cast<int64_t>(spec.prompt.size()),
-                     req->tokens.end());
-  const int64_t prompt_len = static_cast<int64_t>(spec.prompt.size());
-  if (static_cast<int64_t>(running_.size()) >= options_.max_running_reqs ||
-      KvTotal(*req) > allocator_.NumFree() + cache_.EvictableTokens() - Reserved()) {
-    return std::nullopt;
-  }
-  const std::optional<int64_t> row = table_.AllocateRow();
-  if (!row) return std::nullopt;
-  std::optional<std::vector<int64_t>> slots = AllocateSlots(prompt_len);
-  if (!slots) {
-    table_.FreeRow(*row);
-    return std::nullopt;
-  }
-  req->row = *row;
-  table_.SetRange(req->row, 0, *slots);
-  req->slots = std::move(*slots);
-  req->kv_len = prompt_len;
-  req->prefill_done = true;
-  req->admit_step = step;
-  req->first_token_step = step;
-  stats_.admitted += 1;
-  running_.push_back(std::move(req));
-  return running_.back().get();
-}
-
-void Scheduler::Abort(Request* req, const std::vector<int64_t>& keep) {
-  auto it = std::find_if(running_.begin(), running_.end(),
-                         [req](const std::unique_ptr<Request>& r) { return r.get() == req; });
-  if (it == running_.end()) throw std::logic_error("kv-canary sim: Abort of a request not running");
-  // The cached prefix stays with the cache (only unlocked); the request's own slots are freed,
-  // except those a fault handed to someone else.
-  std::vector<int64_t> owned;
-  for (size_t pos = static_cast<size_t>(req->cached_len); pos < req->slots.size(); ++pos) {
-    const int64_t slot = req->slots[pos];
-    if (std::find(keep.begin(), keep.end(), slot) != keep.end()) continue;
-    if (std::find(owned.begin(), owned.end(), slot) != owned.end()) continue;
-    if (allocator_.IsFree(slot)) continue;
-    owned.push_back(slot);
-  }
-  allocator_.Free(owned);
-  cache_.Unlock(req->lock_node);
-  table_.FreeRow(req->row);
-  req->row = 0;
-  req->finished = true;
-  stats_.aborted += 1;
-  running_.erase(it);
 }
 
 }  // namespace kvcanary::sim

@@ -33,6 +33,13 @@
 // engine: the backup callback hands them to the cache, the restore callback gets them back, and
 // RadixCache::TakeReleasedHostSlots returns the ones the cache dropped.
 //
+// Paged layout (block_size N > 1, with a BlockTable): the allocator hands out blocks instead of
+// slots. A request grows into the rest of its last block before it takes a new one; the block
+// table row lists its blocks and req_to_token its slots (block * N + offset). The radix cache
+// shares whole pages, so a matched prefix is whole blocks; at finish only the whole blocks go to
+// the cache and the partly filled last block is freed. Everything below counts in allocation
+// units: slots, or blocks when paged.
+//
 // Admission control. A request is admitted only when the free and evictable slots cover, beyond
 // what running requests may still need, every KV slot it can ever use
 // (min(prompt + max_new_tokens, max_context_len) - 1 minus its cached prefix). Running requests
@@ -48,6 +55,7 @@
 #include <string>
 #include <vector>
 
+#include "sim/block_table.h"
 #include "sim/radix_cache.h"
 #include "sim/req_to_token_table.h"
 #include "sim/slot_allocator.h"
@@ -67,6 +75,9 @@ struct SchedulerOptions {
   // keeps no sliding-window KV for cached tokens (SGLang's SWA radix cache does), so a prompt
   // is recomputed whole.
   bool reuse_prefix = true;
+  // Tokens per allocation unit: 1 hands out slots (req_to_token only); N > 1 hands out blocks of
+  // N slots and fills a block table (Scheduler::SetBlockTable).
+  int64_t block_size = 1;
 
   // Throws kvcanary::Error naming the first field that is not positive.
   void Validate() const;
@@ -155,6 +166,9 @@ class Scheduler {
   // tier's restore (null: host-only matches are not restored, only the resident part is used).
   void SetEvictCallback(RadixCache::EvictCallback on_evict) { on_evict_ = std::move(on_evict); }
   void SetRestoreCallback(RestoreCallback restore) { restore_ = std::move(restore); }
+  // The paged layout's block table (rows shared with req_to_token); must outlive the scheduler.
+  // REQUIRES: its block size is options().block_size and it has the table's rows (kvcanary::Error).
+  void SetBlockTable(BlockTable* blocks);
 
   // Queues a request; it is considered from step spec.arrival_step on, in Submit order.
   // REQUIRES: 1 <= prompt length < max_context_len, max_new_tokens >= 1 (kvcanary::Error).
@@ -178,11 +192,12 @@ class Scheduler {
                                          int64_t step);
 
   // Drops a running request without caching it (a quarantined fault victim): frees its row and
-  // the slots it owns except `keep`, and unlocks its cached prefix. The request is destroyed.
+  // the units it owns except `keep` (units a fault handed to someone else), and unlocks its
+  // cached prefix. The request is destroyed.
   void Abort(Request* req, const std::vector<int64_t>& keep);
 
-  // n slots from the allocator, evicting from the radix cache when it is dry; nullopt (nothing
-  // taken) when even eviction cannot free enough.
+  // n allocation units (slots, or blocks when paged) from the allocator, evicting from the radix
+  // cache when it is dry; nullopt (nothing taken) when even eviction cannot free enough.
   std::optional<std::vector<int64_t>> AllocateSlots(int64_t n);
 
   bool Done() const { return waiting_.empty() && running_.empty(); }
@@ -195,8 +210,17 @@ class Scheduler {
   int64_t KvTotal(const Request& req) const;
 
  private:
-  // Slots running requests may still allocate.
+  // Units running requests may still allocate.
   int64_t Reserved() const;
+  // Allocation units spanning `tokens` positions.
+  int64_t Units(int64_t tokens) const { return BlocksSpanning(tokens, options_.block_size); }
+  // The slots of the request's next n positions: the rest of its last block, then new units.
+  // Enters them in its rows and in req.slots; nullopt (nothing changed) when no unit is left.
+  std::optional<std::vector<int64_t>> Grow(Request& req, int64_t n);
+  // Enters slots of positions [pos, pos + slots.size()) in req_to_token and the block table.
+  void Place(const Request& req, int64_t pos, const std::vector<int64_t>& slots);
+  // Zeroes and frees the request's rows.
+  void ReleaseRow(Request& req);
   // Extends `req` by up to `limit` tokens into a new batch row; false when no slot is left.
   bool Extend(Request& req, int64_t limit, Batch& batch);
   // Admits the waiting request (match, lock, restore, row); false (nothing changed) when the
@@ -210,6 +234,7 @@ class Scheduler {
   SlotAllocator& allocator_;
   ReqToTokenTable& table_;
   RadixCache& cache_;
+  BlockTable* blocks_ = nullptr;
   RadixCache::EvictCallback on_evict_;
   RestoreCallback restore_;
   std::deque<std::unique_ptr<Request>> waiting_;

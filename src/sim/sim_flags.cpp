@@ -22,6 +22,7 @@ constexpr int64_t kMaxLayers = 256;
 constexpr int64_t kMaxBytesPerToken = int64_t{1} << 16;
 constexpr int64_t kMaxRunning = 4096;
 constexpr int64_t kMaxTokens = int64_t{1} << 20;  // context, chunk, window, sweep interval
+constexpr int64_t kMaxBlockSize = 4096;
 
 SimFlag Integer(const char* name, int64_t SimOptions::*field, int64_t min, int64_t max,
                 const char* help) {
@@ -88,6 +89,8 @@ std::vector<SimFlag> BuildTable() {
       Integer("max-running", &O::max_running_reqs, 1, kMaxRunning, "Requests running at once"),
       Integer("context", &O::max_context_len, 2, kMaxTokens, "Most tokens of one request"),
       Integer("chunk", &O::chunk_size, 1, kMaxTokens, "Chunked-prefill chunk size"),
+      Integer("block-size", &O::block_size, 0, kMaxBlockSize,
+              "Tokens per KV block of a paged block table (0: per-token req_to_token)"),
       Text("json", FlagKind::kPath, &O::json_path, "PATH", "Also write the report as JSON to PATH"),
       Text("progress", kChoice, &O::progress, "auto|on|off",
            "Progress bar on stderr (auto: on a terminal)"),

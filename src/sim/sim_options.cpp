@@ -22,7 +22,7 @@ struct FaultEntry {
 };
 
 // One table for both directions, so a name cannot drift between FaultName and ParseFault.
-constexpr std::array<FaultEntry, 12> kFaults = {{
+constexpr std::array<FaultEntry, 16> kFaults = {{
     {FaultKind::kReqToToken, "req_to_token"},
     {FaultKind::kStrideView, "stride_view"},
     {FaultKind::kWrongStrideRead, "wrong_stride_read"},
@@ -35,6 +35,10 @@ constexpr std::array<FaultEntry, 12> kFaults = {{
     {FaultKind::kSwaLutStale, "swa_lut_stale"},
     {FaultKind::kNextTokenSwap, "next_token_swap"},
     {FaultKind::kPositionSkip, "position_skip"},
+    {FaultKind::kBlockTableSwap, "block_table_swap"},
+    {FaultKind::kFreedBlockReuse, "freed_block_reuse"},
+    {FaultKind::kRealKvPage, "real_kv_page"},
+    {FaultKind::kStaleOutCacheLoc, "stale_out_cache_loc"},
 }};
 
 template <typename... Parts>
@@ -70,6 +74,16 @@ const char* FaultRequirement(FaultKind fault) {
       return "--pd";
     case FaultKind::kRealKvUnusedCache:
       return "--sweep-interval > 0";
+    case FaultKind::kBlockTableSwap:
+    case FaultKind::kFreedBlockReuse:
+    case FaultKind::kRealKvPage:
+    case FaultKind::kStaleOutCacheLoc:
+      return "--block-size > 0";
+    case FaultKind::kReqToToken:
+    case FaultKind::kStrideView:
+    case FaultKind::kWrongStrideRead:
+    case FaultKind::kStaleSlotReuse:
+      return "--block-size 0 (a per-token req_to_token)";
     default:
       return nullptr;
   }
@@ -207,6 +221,26 @@ void ValidateTiers(const SimOptions& o) {
   if (o.host_tier) RequireAtLeast("--host-slots", o.host_slots, 1);
 }
 
+void ValidatePaging(const SimOptions& o) {
+  RequireAtLeast("--block-size", o.block_size, 0);
+  if (o.block_size == 0) return;
+  if (o.num_slots % o.block_size != 0) {
+    Throw("--num-slots ", o.num_slots, " must be a multiple of --block-size ", o.block_size);
+  }
+  // Block 0 holds the padding slot; one full-context request needs ceil(context / block) blocks.
+  const int64_t blocks = o.num_slots / o.block_size;
+  const int64_t one_request = (o.max_context_len + o.block_size - 1) / o.block_size;
+  if (blocks <= one_request) {
+    Throw("--num-slots ", o.num_slots, " is too small for --context ", o.max_context_len,
+          " in blocks of ", o.block_size, ": one full-context request needs ", one_request + 1,
+          " blocks (block 0 holds the padding slot), got ", blocks);
+  }
+  if (o.swa_window > 0 || o.host_tier || o.pd) {
+    Throw("--block-size cannot be combined with --swa-window, --host-tier or --pd (the "
+          "simulator's SWA pool, host tier and PD transfer work per token)");
+  }
+}
+
 void ValidateCanary(const SimOptions& o) {
   RequireOneOf("--mode", o.mode, {"none", "log", "raise"});
   RequireOneOf("--real-data", o.real_data, {"none", "partial", "all"});
@@ -260,6 +294,16 @@ bool FaultApplies(FaultKind fault, const SimOptions& options) {
       return options.pd;
     case FaultKind::kRealKvUnusedCache:
       return options.sweep_interval > 0;
+    case FaultKind::kBlockTableSwap:
+    case FaultKind::kFreedBlockReuse:
+    case FaultKind::kRealKvPage:
+    case FaultKind::kStaleOutCacheLoc:
+      return options.block_size > 0;
+    case FaultKind::kReqToToken:
+    case FaultKind::kStrideView:
+    case FaultKind::kWrongStrideRead:
+    case FaultKind::kStaleSlotReuse:
+      return options.block_size == 0;
     default:
       return true;
   }
@@ -275,7 +319,9 @@ std::vector<FaultKind> EnabledFaults(const SimOptions& options) {
   return faults;
 }
 
-std::vector<std::string> PresetNames() { return {"default", "swa", "offload", "pd", "soak"}; }
+std::vector<std::string> PresetNames() {
+  return {"default", "swa", "offload", "pd", "paged", "soak"};
+}
 
 SimOptions ScenarioPreset(std::string_view name) {
   // `default` is the struct's defaults: each other preset states only what it changes.
@@ -302,6 +348,12 @@ SimOptions ScenarioPreset(std::string_view name) {
   }
   if (name == "pd") {
     o.pd = true;
+    return o;
+  }
+  if (name == "paged") {
+    // vLLM's layout: 16-token blocks, a [rows, max_blocks] block table, a prefix cache that
+    // shares whole blocks only.
+    o.block_size = 16;
     return o;
   }
   if (name == "soak") {
@@ -332,6 +384,7 @@ void ValidateOptions(const SimOptions& options) {
   ValidatePool(options);
   ValidateWorkload(options);
   ValidateTiers(options);
+  ValidatePaging(options);
   ValidateCanary(options);
   ValidateFaults(options);
   // Last: the only check that asks the machine rather than the options.

@@ -33,6 +33,11 @@ enum class FaultKind {
   kSwaLutStale,
   kNextTokenSwap,
   kPositionSkip,
+  // The paged layout's classes (--block-size > 0).
+  kBlockTableSwap,
+  kFreedBlockReuse,
+  kRealKvPage,
+  kStaleOutCacheLoc,
 };
 
 // The report's name: "req_to_token", "stride_view", ..., "position_skip".
@@ -60,6 +65,9 @@ struct SimOptions {
   int64_t chunk_size = 256;            // chunked prefill: most tokens of one request per step
   int64_t prefill_token_budget = 1024;  // most prefill tokens of all requests in one step
   int64_t vocab_size = 32000;          // the oracle model's vocabulary
+  // The KV layout: 0 = SGLang's per-token req_to_token; N > 0 = a paged block table of N-token
+  // blocks (slot = block * N + offset, block 0 holds the padding slot). Must divide num_slots.
+  int64_t block_size = 0;
 
   // --- the workload (seeded; shared system prompts and follow-ups make prefix sharing heavy) ---
   int64_t num_system_prompts = 4;      // distinct shared system prompts (at least 1 is used)
@@ -101,8 +109,10 @@ struct SimOptions {
 
 // Whether the engine configured by `options` has the part the fault breaks: swa_lut_stale needs
 // swa_window > 0, offload_drop host_tier, pd_transfer_drop pd, real_kv_unused_cache a sweep
-// (sweep_interval > 0, the only verify that reads cache-only slots). Everything else applies to
-// every engine. The canary's own settings (mode, real_data) do not count: a fault the canary is
+// (sweep_interval > 0, the only verify that reads cache-only slots); the paged classes need
+// block_size > 0, and the classes that break req_to_token itself (req_to_token, stride_view,
+// wrong_stride_read, stale_slot_reuse) need block_size 0. Everything else applies to every
+// engine. The canary's own settings (mode, real_data) do not count: a fault the canary is
 // configured too weakly to see is still injected and must show up as undetected.
 bool FaultApplies(FaultKind fault, const SimOptions& options);
 
@@ -110,7 +120,7 @@ bool FaultApplies(FaultKind fault, const SimOptions& options);
 // that apply). REQUIRES: ValidateOptions(options) passed.
 std::vector<FaultKind> EnabledFaults(const SimOptions& options);
 
-// The built-in scenarios, in the order `all` runs them: default, swa, offload, pd, soak.
+// The built-in scenarios, in the order `all` runs them: default, swa, offload, pd, paged, soak.
 std::vector<std::string> PresetNames();
 // The options of one preset (`scenario` set to its name). Throws UsageError for any other name,
 // "all" included (see ScenariosToRun).

@@ -3,8 +3,9 @@
 
 Usage: check_sim_samples.py KVCANARY_BIN DOC.md [DOC.md ...]
 
-Runs `kvcanary sim --progress off` (the default scenario) once, then, in each document, finds the
-fenced blocks that quote it (a block holding a line that starts with "scenario default on cpu:").
+In each document, finds the fenced blocks that quote a run (a block holding a line that starts with
+"scenario NAME on cpu:"), and runs `kvcanary sim --scenario NAME --progress off` once per scenario
+quoted. Every document must quote the default scenario; other scenarios are checked where quoted.
 A line `...` in a block marks lines the document left out, so a block is a list of segments. In
 each segment every non-blank line must appear in the real output, in the same order, and table
 rows that follow each other in the segment must follow each other in the output, row for row.
@@ -14,7 +15,9 @@ Exits 0 when every quoted line matches, 1 with the first mismatch of each docume
 import subprocess
 import sys
 
-SAMPLE_MARK = "scenario default on cpu:"
+SAMPLE_PREFIX = "scenario "
+SAMPLE_DEVICE = " on cpu:"
+REQUIRED_SCENARIO = "default"
 ELISION = "..."
 SKIPPED_PREFIXES = ("$ ", "speed:")
 
@@ -63,15 +66,29 @@ def match_segment(segment, output, start):
     return start, None
 
 
-def check_document(path, output):
-    """Error messages for one document (empty when every quoted line matches)."""
+def quoted_scenario(block):
+    """The scenario a fenced block quotes the output of, or None."""
+    for line in block:
+        if line.startswith(SAMPLE_PREFIX) and SAMPLE_DEVICE in line:
+            return line[len(SAMPLE_PREFIX):line.index(SAMPLE_DEVICE)]
+    return None
+
+
+def check_document(path, output_of):
+    """Error messages for one document (empty when every quoted line matches). output_of(name)
+    is the output of the named scenario, as lines."""
     with open(path, encoding="utf-8") as handle:
-        blocks = [block for block in fenced_blocks(handle.read())
-                  if any(line.startswith(SAMPLE_MARK) for line in block)]
-    if not blocks:
-        return [f"{path}: no sample block starting with {SAMPLE_MARK!r}"]
+        blocks = [(quoted_scenario(block), block) for block in fenced_blocks(handle.read())]
+    blocks = [(name, block) for name, block in blocks if name is not None]
+    if not any(name == REQUIRED_SCENARIO for name, _ in blocks):
+        mark = SAMPLE_PREFIX + REQUIRED_SCENARIO + SAMPLE_DEVICE
+        return [f"{path}: no sample block starting with {mark!r}"]
     errors = []
-    for number, block in enumerate(blocks, 1):
+    for number, (name, block) in enumerate(blocks, 1):
+        output = output_of(name)
+        if isinstance(output, str):
+            errors.append(f"{path}: sample block {number}: {output}")
+            continue
         start, rows, error = 0, 0, None
         for segment in segments(block):
             start, error = match_segment(segment, output, start)
@@ -88,16 +105,26 @@ def main(argv):
     if len(argv) < 3:
         print(__doc__, file=sys.stderr)
         return 2
-    run = subprocess.run([argv[1], "sim", "--progress", "off"], capture_output=True, text=True)
-    if run.returncode != 0:
-        print(f"kvcanary sim exited {run.returncode}:\n{run.stdout}\n{run.stderr}")
-        return 1
-    output = [line.rstrip() for line in run.stdout.splitlines()]
-    errors = [error for path in argv[2:] for error in check_document(path, output)]
+    outputs = {}
+
+    def output_of(name):
+        """The scenario's output lines, run once; an error message when the run failed."""
+        if name not in outputs:
+            run = subprocess.run([argv[1], "sim", "--scenario", name, "--progress", "off"],
+                                 capture_output=True, text=True)
+            outputs[name] = ([line.rstrip() for line in run.stdout.splitlines()]
+                             if run.returncode == 0 else
+                             f"kvcanary sim --scenario {name} exited {run.returncode}:\n"
+                             f"{run.stdout}\n{run.stderr}")
+        return outputs[name]
+
+    errors = [error for path in argv[2:] for error in check_document(path, output_of)]
     for error in errors:
         print(error)
     if errors:
-        print("real output:\n" + "\n".join(output))
+        for name, output in outputs.items():
+            if not isinstance(output, str):
+                print(f"real output of {name}:\n" + "\n".join(output))
         return 1
     print(f"every quoted line of {len(argv) - 2} document(s) matches the real output")
     return 0

@@ -78,59 +78,50 @@ TEST(BlockTableRuntime, CleanRunReportsNothing) {
   EXPECT_GT(engine.canary->Metrics().protected_tokens[0], 0);
 }
 
-// InstallCase with a 4-block table of blocks of 4 slots instead of req_to_token.
-InstallCase PagedCase(Device device) {
-  InstallCase c(device);
+// Turns an InstallCase into a 4-block table of blocks of 4 slots instead of req_to_token (in
+// place: the case's arguments point at its own members).
+void MakePaged(InstallCase& c) {
   c.args.req_to_token = TensorView();
   c.args.block_table = c.table.View(DType::kInt32, {4, 4});
   c.args.block_size = 4;
-  return c;
 }
+
+// One refused install: a change to the paged (or per-token) case and the message it gives.
+struct TableRefusal {
+  bool paged;
+  void (*change)(InstallCase& c);
+  const char* message;
+};
+
+const TableRefusal kTableRefusals[] = {
+    {true, [](InstallCase& c) { c.args.block_table = TensorView(); },
+     "kv-canary: install needs exactly one of req_to_token and block_table, got neither"},
+    {true, [](InstallCase& c) { c.args.req_to_token = c.table.View(DType::kInt32, {4, 8}); },
+     "kv-canary: install needs exactly one of req_to_token and block_table, got both"},
+    {true, [](InstallCase& c) { c.args.block_size = 0; },
+     "kv-canary: block_size must be in [1, 1048576], got 0"},
+    {true, [](InstallCase& c) { c.args.block_size = 3; },
+     "kv-canary: block_size=3 must divide pool_slot_count=64 (the pool is whole blocks)"},
+    {true, [](InstallCase& c) { c.args.block_table = c.table.View(DType::kUInt8, {4, 4}); },
+     "kv-canary: block_table must be a 2-D int32 or int64 tensor, got 2-D torch.uint8"},
+    {false, [](InstallCase& c) { c.args.block_size = 16; },
+     "kv-canary: block_size must be 1 with req_to_token (a per-token table), got 16"},
+};
 
 TEST(BlockTableRuntime, InstallRefusesABadTableWithNothingAllocated) {
   for (const Device device : Devices()) {
-    {
-      InstallCase c = PagedCase(device);
-      c.args.block_table = TensorView();
-      EXPECT_EQ(c.Refusal(),
-                "kv-canary: install needs exactly one of req_to_token and block_table, got "
-                "neither");
-    }
-    {
-      InstallCase c = PagedCase(device);
-      c.args.req_to_token = c.table.View(DType::kInt32, {4, 8});
-      EXPECT_EQ(c.Refusal(),
-                "kv-canary: install needs exactly one of req_to_token and block_table, got both");
-    }
-    {
-      InstallCase c = PagedCase(device);
-      c.args.block_size = 0;
-      EXPECT_EQ(c.Refusal(), "kv-canary: block_size must be in [1, 1048576], got 0");
-    }
-    {
-      InstallCase c = PagedCase(device);
-      c.args.block_size = 3;
-      EXPECT_EQ(c.Refusal(),
-                "kv-canary: block_size=3 must divide pool_slot_count=64 (the pool is whole "
-                "blocks)");
-    }
-    {
-      InstallCase c = PagedCase(device);
-      c.args.block_table = c.table.View(DType::kUInt8, {4, 4});
-      EXPECT_EQ(c.Refusal(),
-                "kv-canary: block_table must be a 2-D int32 or int64 tensor, got 2-D torch.uint8");
-    }
-    {
+    for (const TableRefusal& refusal : kTableRefusals) {
       InstallCase c(device);
-      c.args.block_size = 16;
-      EXPECT_EQ(c.Refusal(),
-                "kv-canary: block_size must be 1 with req_to_token (a per-token table), got 16");
+      if (refusal.paged) MakePaged(c);
+      refusal.change(c);
+      EXPECT_EQ(c.Refusal(), refusal.message);
     }
   }
 }
 
 TEST(BlockTableRuntime, AnInt64BlockTableInstalls) {
-  InstallCase c = PagedCase(Device::CPU());
+  InstallCase c(Device::CPU());
+  MakePaged(c);
   c.args.block_table = c.table.View(DType::kInt64, {2, 4});
   EXPECT_NE(CanaryManager::Install(c.config, c.args), nullptr);
 }

@@ -81,6 +81,40 @@ TEST(RadixCache, InsertReturnsTheSlotsThatDuplicateCachedPositions) {
   cache.TEST_CheckInvariants();
 }
 
+TEST(RadixCache, PagesMatchAndSplitOnlyAtPageBoundaries) {
+  RadixCache cache(4);
+  EXPECT_TRUE(cache.Insert({1, 2, 3, 4, 5, 6, 7, 8}, {40, 41, 42, 43, 44, 45, 46, 47}).empty());
+  // 7 tokens looked up: only the first whole page can match, and the node splits after it.
+  const auto head = cache.MatchPrefix({1, 2, 3, 4, 5, 6, 9});
+  EXPECT_EQ(head.slots, (Ids{40, 41, 42, 43}));
+  EXPECT_EQ(cache.KeyLength(head.last_node), 4);
+  EXPECT_EQ(cache.MatchPrefix({1, 2, 3, 4, 5, 6, 7, 8, 9}).slots.size(), 8u);
+  // A first page that differs in its last token is no match at all.
+  EXPECT_TRUE(cache.MatchPrefix({1, 2, 3, 9, 5}).slots.empty());
+  // A sequence diverging inside its first page is a child of its own; inside its second page,
+  // it hangs below the shared first page.
+  EXPECT_TRUE(cache.Insert({1, 2, 3, 9}, {60, 61, 62, 63}).empty());
+  EXPECT_TRUE(cache.Insert({1, 2, 3, 4, 5, 6, 9, 9}, {40, 41, 42, 43, 64, 65, 66, 67}).empty());
+  EXPECT_EQ(cache.Children(cache.Root()).size(), 2u);
+  EXPECT_EQ(cache.Children(head.last_node).size(), 2u);
+  EXPECT_EQ(cache.MatchPrefix({1, 2, 3, 9, 0}).slots, (Ids{60, 61, 62, 63}));
+  EXPECT_EQ(cache.TotalCachedTokens(), 16);
+  cache.TEST_CheckInvariants();
+  // Only whole pages go in.
+  EXPECT_THROW(cache.Insert({1, 2, 3, 4, 5, 6}, {40, 41, 42, 43, 50, 51}), std::logic_error);
+  EXPECT_THROW(RadixCache(0), std::logic_error);
+}
+
+TEST(RadixCache, PagedDuplicatesAndEvictionsAreWholePages) {
+  RadixCache cache(2);
+  cache.Insert({1, 2, 3, 4}, {10, 11, 12, 13});
+  // The same tokens in other blocks: both pages are duplicates, slot for slot.
+  EXPECT_EQ(cache.Insert({1, 2, 3, 4, 5, 6}, {20, 21, 22, 23, 24, 25}), (Ids{20, 21, 22, 23}));
+  const Ids evicted = cache.Evict(1);
+  EXPECT_EQ(evicted, (Ids{24, 25}));  // the leaf: one whole page, though one token was asked
+  cache.TEST_CheckInvariants();
+}
+
 TEST(RadixCache, InsertRejectsMismatchedLengths) {
   RadixCache cache;
   EXPECT_THROW(cache.Insert({1, 2}, {10}), std::logic_error);

@@ -4,7 +4,9 @@
 // without real-data hashing the pure-byte faults go undetected and the run fails).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <set>
+#include <vector>
 
 #include "sim/report.h"
 #include "sim/run_sim.h"
@@ -19,9 +21,8 @@ std::string Describe(const ScenarioReport& report) {
   return out.str();
 }
 
-TEST(RunScenario, DefaultDetectsEveryInjectedFaultClass) {
-  const SimOptions options = ScenarioPreset("default");
-  const ScenarioReport report = RunScenario(options, nullptr);
+// Every injection of the run was detected, and every class the options enable was injected.
+void ExpectEveryClassInjectedAndDetected(const SimOptions& options, const ScenarioReport& report) {
   std::set<FaultKind> injected;
   for (const Injection& injection : report.injections) {
     injected.insert(injection.fault);
@@ -31,12 +32,33 @@ TEST(RunScenario, DefaultDetectsEveryInjectedFaultClass) {
   for (FaultKind fault : EnabledFaults(options)) {
     EXPECT_TRUE(injected.count(fault)) << FaultName(fault) << " was never injected";
   }
+}
+
+TEST(RunScenario, DefaultDetectsEveryInjectedFaultClass) {
+  const SimOptions options = ScenarioPreset("default");
+  const ScenarioReport report = RunScenario(options, nullptr);
+  ExpectEveryClassInjectedAndDetected(options, report);
   EXPECT_TRUE(report.false_positives.empty()) << Describe(report);
   EXPECT_EQ(ExitCode({report}), 0) << Describe(report);
   EXPECT_EQ(report.oracle_mismatches_unexplained, 0);
   EXPECT_GT(report.oracle_mismatches_total, 0) << "the faults changed no output";
   EXPECT_GT(report.coverage.protected_tokens, 0);
   EXPECT_GT(report.coverage.sweeps, 0);
+}
+
+TEST(RunScenario, PagedDetectsEveryPagedFaultClass) {
+  const SimOptions options = ScenarioPreset("paged");
+  const std::vector<FaultKind> enabled = EnabledFaults(options);
+  for (FaultKind fault : {FaultKind::kBlockTableSwap, FaultKind::kFreedBlockReuse,
+                          FaultKind::kRealKvPage, FaultKind::kStaleOutCacheLoc}) {
+    EXPECT_NE(std::find(enabled.begin(), enabled.end(), fault), enabled.end()) << FaultName(fault);
+  }
+  const ScenarioReport report = RunScenario(options, nullptr);
+  ExpectEveryClassInjectedAndDetected(options, report);
+  EXPECT_EQ(ExitCode({report}), 0) << Describe(report);
+  EXPECT_EQ(report.oracle_mismatches_unexplained, 0);
+  EXPECT_GT(report.oracle_mismatches_total, 0) << "the faults changed no output";
+  EXPECT_GT(report.coverage.prefix_hit_rate, 0.3) << "the cache shared no blocks";
 }
 
 // Sampled verify (a rotating 1/8 of every prefix per forward): prefill and decode batches
@@ -70,7 +92,7 @@ TEST_P(ScenarioPresets, DetectEveryInjectionWithoutFalsePositives) {
   EXPECT_EQ(ExitCode({report}), 0) << Describe(report);
 }
 
-INSTANTIATE_TEST_SUITE_P(Sim, ScenarioPresets, ::testing::Values("swa", "offload", "pd"));
+INSTANTIATE_TEST_SUITE_P(Sim, ScenarioPresets, ::testing::Values("swa", "offload", "pd", "paged"));
 
 TEST(RunScenario, CleanRunReportsNoViolation) {
   SimOptions options = ScenarioPreset("soak");
@@ -83,8 +105,11 @@ TEST(RunScenario, CleanRunReportsNoViolation) {
   EXPECT_EQ(ExitCode({report}), 0);
 }
 
-TEST(RunScenario, WithoutTheCanaryFaultsCorruptOutputsAndNothingIsDetected) {
-  SimOptions options = ScenarioPreset("default");
+// Per token and paged.
+class WithoutTheCanary : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(WithoutTheCanary, FaultsCorruptOutputsAndNothingIsDetected) {
+  SimOptions options = ScenarioPreset(GetParam());
   options.mode = "none";
   options.steps = 300;
   options.fault_rate = 1;
@@ -95,6 +120,8 @@ TEST(RunScenario, WithoutTheCanaryFaultsCorruptOutputsAndNothingIsDetected) {
   EXPECT_EQ(report.violations_total, 0);
   EXPECT_EQ(ExitCode({report}), 1);
 }
+
+INSTANTIATE_TEST_SUITE_P(RunScenario, WithoutTheCanary, ::testing::Values("default", "paged"));
 
 TEST(RunScenario, WithoutRealDataPureByteFaultsGoUndetected) {
   SimOptions options = ScenarioPreset("default");

@@ -7,112 +7,10 @@
 #include <vector>
 
 #include "kvcanary/error.h"
-#include "sim/kv_pool.h"
-#include "sim/oracle_model.h"
-#include "sim/scheduler.h"
+#include "mini_engine.h"
 
 namespace kvcanary::sim {
 namespace {
-
-using Ids = std::vector<int64_t>;
-
-constexpr int kLayers = 2;
-constexpr int64_t kBytes = 32;
-constexpr int64_t kVocab = 1000;
-
-RequestSpec Spec(int64_t id, Ids prompt, int64_t max_new, int64_t arrival = 0) {
-  RequestSpec spec;
-  spec.id = id;
-  spec.prompt = std::move(prompt);
-  spec.max_new_tokens = max_new;
-  spec.arrival_step = arrival;
-  return spec;
-}
-
-Ids Range(int64_t first, int64_t n) {
-  Ids v(static_cast<size_t>(n));
-  std::iota(v.begin(), v.end(), first);
-  return v;
-}
-
-// The scheduler inside a minimal engine: KV writes and the oracle forward, no canary. Every
-// produced token is checked against the ground truth, so a slot-management bug (a slot freed
-// while in use, a wrong req_to_token entry, a bad cache match) shows as a mismatch.
-struct MiniEngine {
-  KvPool pool;
-  SlotAllocator allocator;
-  ReqToTokenTable table;
-  RadixCache cache;
-  Scheduler scheduler;
-  OracleModel model{kLayers, kBytes, kVocab};
-  std::vector<std::unique_ptr<Request>> finished;
-  std::vector<Batch> batches;
-  int64_t produced = 0;
-  int64_t mismatches = 0;
-
-  MiniEngine(int64_t num_slots, const SchedulerOptions& options)
-      : pool(Device::CPU(), num_slots, kLayers, kBytes, nullptr),
-        allocator(num_slots),
-        table(Device::CPU(), options.max_running_reqs, options.max_context_len, nullptr),
-        scheduler(options, allocator, table, cache) {}
-
-  // One step; returns the batch's kind. Keeps the batch (its rows point at live requests only
-  // until the next Complete, so tests read them right away).
-  Batch::Kind Step(int64_t step) {
-    Batch batch = scheduler.Schedule(step);
-    if (batch.kind == Batch::kPrefill || batch.kind == Batch::kDecode) {
-      table.Upload();
-      Ids sampled;
-      for (const BatchRow& row : batch.rows) {
-        const Request& req = *row.req;
-        for (int64_t i = 0; i < row.extend_len; ++i) {
-          const int64_t pos = row.prefix_len + i;
-          EXPECT_EQ(table.Get(row.row, pos), row.new_slots[i]);
-          pool.WriteToken(row.new_slots[i], req.tokens[pos], pos);
-        }
-        if (!row.produces_token) continue;
-        const int64_t len = row.prefix_len + row.extend_len;
-        EXPECT_EQ(len, req.seq_len());
-        const int64_t query = req.tokens[len - 1];
-        const int64_t actual = model.NextTokenFromPool(pool, table.HostRow(row.row), len, query);
-        mismatches += actual != model.ExpectedNextToken(req.tokens, query);
-        produced += 1;
-        sampled.push_back(actual);
-      }
-      auto done = scheduler.Complete(batch, sampled);
-      for (auto& req : done) finished.push_back(std::move(req));
-    }
-    const Batch::Kind kind = batch.kind;
-    batches.push_back(std::move(batch));
-    return kind;
-  }
-
-  // Steps until every request is done or the scheduler reports a stall; returns the last kind.
-  Batch::Kind Run(int64_t first_step, int64_t max_steps) {
-    Batch::Kind kind = Batch::kIdle;
-    for (int64_t step = first_step; step < first_step + max_steps && !scheduler.Done(); ++step) {
-      kind = Step(step);
-      if (kind == Batch::kPoolTooSmall) break;
-    }
-    return kind;
-  }
-
-  // Every allocatable slot is either free, cached or held by a running request.
-  void ExpectNoLeak() const {
-    int64_t held = 0;
-    for (const auto& req : scheduler.running()) {
-      held += static_cast<int64_t>(req->slots.size()) - req->cached_len;
-    }
-    EXPECT_EQ(allocator.NumFree() + cache.TotalCachedTokens() + held, pool.num_slots() - 1);
-  }
-};
-
-SchedulerOptions Options(int64_t max_running, int64_t chunk, int64_t budget, int64_t context) {
-  return SchedulerOptions{.max_running_reqs = max_running,
-                          .chunk_size = chunk,
-                          .prefill_token_budget = budget,
-                          .max_context_len = context};
-}
 
 TEST(Scheduler, PrefillChunksRespectTheChunkSizeAndTheBudget) {
   MiniEngine engine(200, Options(4, 4, 6, 64));
@@ -330,7 +228,11 @@ TEST(Scheduler, TheHostTierRestoresEvictedPrefixesCorrectly) {
   engine.cache.TEST_CheckInvariants();
 }
 
-TEST(Scheduler, AMultiTurnWorkloadRunsToCompletionWithoutAMismatch) {
+// Per token (block size 1), and paged: blocks as the allocation unit, whole pages shared.
+class MultiTurnWorkload : public ::testing::TestWithParam<int64_t> {};
+
+TEST_P(MultiTurnWorkload, RunsToCompletionWithoutAMismatch) {
+  const int64_t block_size = GetParam();
   const WorkloadOptions wo{.seed = 3,
                            .num_requests = 30,
                            .num_system_prompts = 3,
@@ -346,7 +248,9 @@ TEST(Scheduler, AMultiTurnWorkloadRunsToCompletionWithoutAMismatch) {
                            .vocab_size = kVocab,
                            .max_context_len = 160};
   Workload workload(wo);
-  MiniEngine engine(260, Options(8, 16, 48, 160));
+  SchedulerOptions options = Options(8, 16, 48, 160);
+  options.block_size = block_size;
+  MiniEngine engine(BlocksSpanning(260, block_size) * block_size, options);
   for (const RequestSpec& spec : workload.initial_requests()) engine.scheduler.Submit(spec);
   int64_t submitted = 30;
   size_t seen = 0;
@@ -370,6 +274,8 @@ TEST(Scheduler, AMultiTurnWorkloadRunsToCompletionWithoutAMismatch) {
   engine.ExpectNoLeak();
   engine.cache.TEST_CheckInvariants();
 }
+
+INSTANTIATE_TEST_SUITE_P(Scheduler, MultiTurnWorkload, ::testing::Values(1, 4, 16));
 
 }  // namespace
 }  // namespace kvcanary::sim

@@ -36,7 +36,8 @@ TEST(SimOptions, FaultNamesAreTheSpecTableInOrder) {
   const std::vector<std::string> spec = {
       "req_to_token",         "stride_view",          "wrong_stride_read", "real_kv_used",
       "real_kv_unused_cache", "real_kv_post_forward", "stale_slot_reuse",  "offload_drop",
-      "pd_transfer_drop",     "swa_lut_stale",        "next_token_swap",   "position_skip"};
+      "pd_transfer_drop",     "swa_lut_stale",        "next_token_swap",   "position_skip",
+      "block_table_swap",     "freed_block_reuse",    "real_kv_page",      "stale_out_cache_loc"};
   const std::vector<FaultKind> all = AllFaults();
   ASSERT_EQ(all.size(), spec.size());
   for (size_t i = 0; i < all.size(); ++i) {
@@ -73,6 +74,39 @@ TEST(SimOptions, FaultsNeedingAnEnginePartApplyOnlyWithIt) {
   EXPECT_TRUE(FaultApplies(FaultKind::kRealKvUnusedCache, options));
 }
 
+TEST(SimOptions, PagedClassesReplaceThePerTokenTableClasses) {
+  const std::vector<FaultKind> paged = {FaultKind::kBlockTableSwap, FaultKind::kFreedBlockReuse,
+                                        FaultKind::kRealKvPage, FaultKind::kStaleOutCacheLoc};
+  const std::vector<FaultKind> per_token = {FaultKind::kReqToToken, FaultKind::kStrideView,
+                                            FaultKind::kWrongStrideRead,
+                                            FaultKind::kStaleSlotReuse};
+  SimOptions options;
+  for (FaultKind fault : paged) EXPECT_FALSE(FaultApplies(fault, options)) << FaultName(fault);
+  for (FaultKind fault : per_token) EXPECT_TRUE(FaultApplies(fault, options)) << FaultName(fault);
+  options.block_size = 16;
+  for (FaultKind fault : paged) EXPECT_TRUE(FaultApplies(fault, options)) << FaultName(fault);
+  for (FaultKind fault : per_token) EXPECT_FALSE(FaultApplies(fault, options)) << FaultName(fault);
+  options.faults = "stride_view";
+  ExpectRejected(options, "stride_view does not apply to this engine: it needs --block-size 0");
+  options.block_size = 0;
+  options.faults = "real_kv_page";
+  ExpectRejected(options, "real_kv_page does not apply to this engine: it needs --block-size > 0");
+}
+
+TEST(SimOptions, RejectsABlockSizeThatDoesNotFitThePool) {
+  SimOptions o;
+  o.block_size = 24;  // 16384 slots are not whole blocks of 24
+  ExpectRejected(o, "--num-slots 16384 must be a multiple of --block-size 24");
+  o.block_size = 16;
+  o.max_context_len = 1000;
+  o.num_slots = 1008;  // 63 blocks, one of them padding: a 1000-token request needs 63
+  ExpectRejected(o, "one full-context request needs 64 blocks (block 0 holds the padding slot)");
+  o.num_slots = 1024;
+  EXPECT_EQ(ValidationError(o), "");
+  o.host_tier = true;
+  ExpectRejected(o, "--block-size cannot be combined with --swa-window, --host-tier or --pd");
+}
+
 TEST(SimOptions, CanarySettingsDoNotMakeAFaultInapplicable) {
   // A pure-byte fault under real-data none (or no canary at all) is still injected: the report
   // must show it undetected rather than hide it.
@@ -91,7 +125,8 @@ TEST(SimOptions, EnabledFaultsResolvesAllNoneAndLists) {
   SimOptions options = ScenarioPreset("default");
   options.faults = "all";
   const std::vector<FaultKind> all = EnabledFaults(options);
-  EXPECT_EQ(all.size(), AllFaults().size() - 3);  // no SWA, host tier or PD in `default`
+  // No SWA, host tier, PD or block table in `default`.
+  EXPECT_EQ(all.size(), AllFaults().size() - 7);
   for (FaultKind fault : all) EXPECT_TRUE(FaultApplies(fault, options)) << FaultName(fault);
   options.faults = "none";
   EXPECT_TRUE(EnabledFaults(options).empty());
@@ -103,7 +138,7 @@ TEST(SimOptions, EnabledFaultsResolvesAllNoneAndLists) {
 
 TEST(SimOptions, EveryPresetIsValidAndNamed) {
   const std::vector<std::string> names = PresetNames();
-  EXPECT_EQ(names, (std::vector<std::string>{"default", "swa", "offload", "pd", "soak"}));
+  EXPECT_EQ(names, (std::vector<std::string>{"default", "swa", "offload", "pd", "paged", "soak"}));
   for (const std::string& name : names) {
     const SimOptions options = ScenarioPreset(name);
     EXPECT_EQ(options.scenario, name);
@@ -119,6 +154,8 @@ TEST(SimOptions, PresetsExerciseWhatTheirNameSays) {
   EXPECT_TRUE(enables("swa", FaultKind::kSwaLutStale));
   EXPECT_TRUE(enables("offload", FaultKind::kOffloadDrop));
   EXPECT_TRUE(enables("pd", FaultKind::kPdTransferDrop));
+  EXPECT_TRUE(enables("paged", FaultKind::kBlockTableSwap));
+  EXPECT_FALSE(enables("paged", FaultKind::kReqToToken));
   EXPECT_FALSE(enables("default", FaultKind::kSwaLutStale));
   const SimOptions def = ScenarioPreset("default");
   EXPECT_EQ(def.real_data, "partial");
@@ -130,11 +167,12 @@ TEST(SimOptions, PresetsExerciseWhatTheirNameSays) {
 }
 
 TEST(SimOptions, PresetsAreDistinct) {
-  std::set<std::tuple<int64_t, bool, bool, std::string, int64_t, int64_t>> seen;
+  std::set<std::tuple<int64_t, bool, bool, std::string, int64_t, int64_t, int64_t>> seen;
   for (const std::string& name : PresetNames()) {
     const SimOptions o = ScenarioPreset(name);
-    EXPECT_TRUE(
-        seen.insert({o.swa_window, o.host_tier, o.pd, o.faults, o.steps, o.num_slots}).second)
+    EXPECT_TRUE(seen.insert({o.swa_window, o.host_tier, o.pd, o.faults, o.steps, o.num_slots,
+                             o.block_size})
+                    .second)
         << name << " repeats another preset";
   }
 }
@@ -146,7 +184,7 @@ TEST(SimOptions, UnknownScenarioIsAUsageErrorListingTheValidOnes) {
     ScenariosToRun("bogus");
     FAIL() << "no error";
   } catch (const UsageError& error) {
-    EXPECT_NE(std::string(error.what()).find("default, swa, offload, pd, soak, all"),
+    EXPECT_NE(std::string(error.what()).find("default, swa, offload, pd, paged, soak, all"),
               std::string::npos)
         << error.what();
   }
@@ -158,7 +196,7 @@ TEST(SimOptions, RejectsUnknownFaultListingTheValidOnes) {
   SimOptions o;
   o.faults = "req_to_token,bit_rot";
   ExpectRejected(o, "--faults: unknown fault 'bit_rot' (valid: all, none, req_to_token, ");
-  ExpectRejected(o, "position_skip)");
+  ExpectRejected(o, "stale_out_cache_loc)");
   o.faults = ",";
   ExpectRejected(o, "--faults is empty");
 }
