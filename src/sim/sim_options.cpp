@@ -245,6 +245,7 @@ void ValidateCanary(const SimOptions& o) {
   RequireOneOf("--mode", o.mode, {"none", "log", "raise"});
   RequireOneOf("--real-data", o.real_data, {"none", "partial", "all"});
   RequireAtLeast("--sweep-interval", o.sweep_interval, 0);
+  RequireAtLeast("--verify-sample", o.verify_sample, 1);  // the maximum: CheckFlagMaxima
   RequireAtLeast("ring capacity", o.ring_capacity, 1);
 }
 

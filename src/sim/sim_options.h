@@ -93,6 +93,7 @@ struct SimOptions {
   std::string mode = "log";           // "none", "log" (violations go to the report) or "raise"
   std::string real_data = "partial";  // real-KV hashing: "none", "partial" (16 bytes) or "all"
   int64_t sweep_interval = 8;         // steps between SWEEP verifies of cached slots; 0 = off
+  int64_t verify_sample = 1;  // HEAD/TAIL verify a rotating 1/K of every prefix (Config); 1 = all
   int64_t ring_capacity = 65536;  // violation ring rows: fill-once, so sized for a whole run
 
   // --- fault injection ---
