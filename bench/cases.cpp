@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <stdexcept>
+#include <string>
 
 namespace kvcanary::bench {
 namespace {
@@ -10,6 +11,13 @@ namespace {
 constexpr int64_t kQuickDivisor = 16;
 
 int64_t Scale(int64_t size) { return std::max<int64_t>(size / kQuickDivisor, 1); }
+
+BenchCase CaseNamed(const Suite& suite, std::string_view name) {
+  for (const BenchCase& c : suite.cases) {
+    if (c.name == name) return c;
+  }
+  throw std::logic_error("bench: no case named " + std::string(name));
+}
 
 }  // namespace
 
@@ -30,13 +38,18 @@ Suite StandardSuite() {
   };
   // The decode and prefill steps again over a block table.
   for (const char* name : {"decode-256", "prefill-8k", "prefill-mixed"}) {
-    for (size_t i = 0; i < suite.cases.size(); ++i) {
-      if (suite.cases[i].name != name) continue;
-      BenchCase paged = suite.cases[i];
-      paged.name += "-paged";
-      paged.block_size = kPagedBlockSize;
-      suite.cases.push_back(paged);
-      break;
+    BenchCase paged = CaseNamed(suite, name);
+    paged.name += "-paged";
+    paged.block_size = kPagedBlockSize;
+    suite.cases.push_back(paged);
+  }
+  // The steps that verify a prefix again with sampled verify.
+  for (const char* name : {"decode-256", "prefill-mixed"}) {
+    for (int64_t sample : kBenchVerifySamples) {
+      BenchCase sampled = CaseNamed(suite, name);
+      sampled.name += "-k" + std::to_string(sample);
+      sampled.verify_sample = sample;
+      suite.cases.push_back(sampled);
     }
   }
   return suite;

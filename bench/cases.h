@@ -16,14 +16,19 @@ inline constexpr int64_t kPagedBlockSize = 16;
 // One forward of an MHA FULL group: `batch` requests, each with `prefix` tokens already in KV
 // (verified) and `extend` tokens written by this forward. A paged case (block_size > 0) locates
 // its slots through a block table of that block size (prefix a multiple of it), its requests'
-// slots then running in whole blocks.
+// slots then running in whole blocks. A sampled case (verify_sample K > 1) verifies a rotating
+// 1/K of each prefix plus its newest position (PlanInputs::verify_sample), at phase 0.
 struct BenchCase {
   std::string name;
   int64_t batch = 0;
   int64_t prefix = 0;
   int64_t extend = 0;
   int64_t block_size = 0;
+  int64_t verify_sample = 1;
 };
+
+// The sampled-verify rates the suites time decode-256 and prefill-mixed at, besides K = 1.
+inline constexpr int64_t kBenchVerifySamples[] = {2, 4, 8, 16};
 
 // Which real-KV bytes the TAIL launches fingerprint.
 enum class RealData {
@@ -54,7 +59,8 @@ struct Suite {
 };
 
 // The standard suite: pool 2,000,000, req_to_token 4096 x 32768, eight cases, then decode-256,
-// prefill-8k and prefill-mixed again over a block table (kPagedBlockSize, int32 ids).
+// prefill-8k and prefill-mixed again over a block table (kPagedBlockSize, int32 ids), then
+// decode-256 and prefill-mixed with sampled verify at each of kBenchVerifySamples ("-k8").
 Suite StandardSuite();
 
 // `standard` with each of these divided by 16 (rounded down, at least 1): the pool's slots,

@@ -20,7 +20,7 @@ void BuildSet(const Pool& pool, const CaseLayout& layout, int64_t first_request,
   const BenchCase& shape = layout.shape();
   const int64_t batch = shape.batch;
   set.first_request = first_request;
-  set.verify_entries = batch * shape.prefix;
+  set.verify_entries = batch * VerifiedPositions(shape);
   set.write_tokens = batch * shape.extend;
 
   std::vector<int64_t> rows(batch), input_ids, positions, out_cache_loc;
@@ -76,18 +76,35 @@ void BuildSet(const Pool& pool, const CaseLayout& layout, int64_t first_request,
   } else {
     plan.inputs.req_to_token = pool.req_to_token().view();
   }
+  if (shape.verify_sample > 1) {
+    set.verify_phase = Zeroed(device, DType::kInt64, 1);
+    plan.inputs.verify_sample = shape.verify_sample;
+    plan.inputs.verify_phase = set.verify_phase.view();
+  }
   plan.verify_capacity = capacity;
   plan.verify_offsets_scratch = set.scratch.view();
   set.offsets_plan_args = plan;
-  set.offsets_plan_args.verify_plan_out = VerifyPlanView{
-      TensorView(), TensorView(), TensorView(), TensorView(), set.verify_num_valid.view(),
-      set.verify_enable.view()};
+  set.offsets_plan_args.verify_plan_out = VerifyPlanView{TensorView(),
+                                                         TensorView(),
+                                                         TensorView(),
+                                                         TensorView(),
+                                                         set.verify_num_valid.view(),
+                                                         set.verify_enable.view()};
 }
 
 }  // namespace
 
+int64_t VerifiedPositions(const BenchCase& shape) {
+  int64_t count = 0;
+  for (int64_t p = 0; p < shape.prefix; ++p) {
+    const bool sampled = (p / kVerifySampleRun) % shape.verify_sample == 0;
+    if (sampled || p == shape.prefix - 1) count += 1;
+  }
+  return count;
+}
+
 int64_t InputSetBytes(const BenchCase& shape) {
-  return VerifyBytes(shape.batch * shape.prefix, kCheckVerifyExpectedToken, 1) +
+  return VerifyBytes(shape.batch * VerifiedPositions(shape), kCheckVerifyExpectedToken, 1) +
          WriteBytes(shape.batch * shape.extend, 1);
 }
 

@@ -24,11 +24,13 @@ inline constexpr int64_t kMaxInputSets = 1024;
 // One batch: requests [first_request, first_request + batch) of the case's layout.
 struct InputSet {
   int64_t first_request = 0;
-  int64_t verify_entries = 0;  // batch * prefix: what plan emits and verify checks
+  // batch * prefix (batch * SampledPrefix with sampled verify): what plan emits, verify checks
+  int64_t verify_entries = 0;
   int64_t write_tokens = 0;    // batch * extend
 
   // Plan inputs ([batch] int64 each; scratch [batch + 1]).
   DeviceTensor req_pool_indices, prefix_lens, extend_seq_lens, scratch;
+  DeviceTensor verify_phase;  // [1] int64 0, in a sampled case only
   // Plan outputs: verify plan of capacity max(verify_entries, 1), write plan of capacity batch.
   DeviceTensor verify_slots, verify_tokens, verify_positions, verify_prevs;
   DeviceTensor verify_num_valid, verify_enable;
@@ -44,6 +46,10 @@ struct InputSet {
   std::array<FusedVerifyArgs, 4> fused_verify_args;
   std::array<WriteArgs, 4> write_args;
 };
+
+// The positions of a prefix a case verifies: all, or with sampled verify at phase 0 those of every
+// K-th run of kVerifySampleRun and the newest one.
+int64_t VerifiedPositions(const BenchCase& shape);
 
 // The bytes one set's verify and write touch (partial mode).
 int64_t InputSetBytes(const BenchCase& shape);

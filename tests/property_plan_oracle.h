@@ -74,8 +74,22 @@ struct PlanInputs {
   HostTensor<int32_t> pool;  // [pool_rows, pool_width]
   std::vector<int64_t> valid_lens;
   int64_t token_offset = 0;
+  // Sampled verify: K, and the phases passed as verify_phase (empty: absent, phase 0); a row's
+  // phase is the entry of its req_pool_index, clamped.
+  int64_t sample = 1;
+  std::vector<int64_t> phases;
   int64_t bs() const { return Size(rp); }
 };
+
+// Whether a sampled verify checks `pos` of a row whose prefix is `prefix`: the positions of every
+// K-th run of kVerifySampleRun, (pos / run + phase) % K == 0, and the newest one.
+inline bool OracleSampled(const PlanInputs& in, int64_t rp, int64_t prefix, int64_t pos) {
+  const int64_t last = Size(in.phases) - 1;
+  const int64_t phase = in.phases.empty() ? 0 : in.phases[std::clamp<int64_t>(rp, 0, last)];
+  const int64_t k = in.sample;
+  const int64_t run = pos / kVerifySampleRun;
+  return pos == prefix - 1 || ((run % k) + (phase % k) + 2 * k) % k == 0;
+}
 
 struct ExpectedPlan {
   std::vector<Entry> entries;
@@ -119,6 +133,7 @@ inline ExpectedPlan OraclePlan(const PlanInputs& in) {
     const int64_t vlen = active ? std::max<int64_t>(p - ws, 0) : 0;
     const int64_t wlen = active ? std::max<int64_t>(in.extend[r], 0) : 0;
     for (int64_t pos = ws; pos < ws + vlen; ++pos) {
+      if (!OracleSampled(in, rp, p, pos)) continue;
       const int64_t prev = pos > 0 ? Tr(in.lut, Rt(in.req_to_token, rp, pos - 1)) : -1;
       plan.entries.push_back(Entry{Tr(in.lut, Rt(in.req_to_token, rp, pos)), prev, pos,
                                    OracleExpectedToken(in, r, pos)});
@@ -145,6 +160,7 @@ class PlanCall {
         extend_(HostTensor<int64_t>::Of(in.extend)),
         lut_(HostTensor<int64_t>::Of(in.lut)),
         valid_lens_(HostTensor<int64_t>::Of(in.valid_lens)),
+        phases_(HostTensor<int64_t>::Of(in.phases)),
         wide_table_({in.req_to_token.shape()[0], Width() + in.req_to_token_pad}) {
     for (int64_t r = 0; r < in.req_to_token.shape()[0]; ++r) {
       for (int64_t c = 0; c < Width(); ++c) {
@@ -214,6 +230,8 @@ class PlanCall {
     inputs.req_to_verify_expected_tokens = Pool();
     inputs.req_to_verify_expected_tokens_valid_lens = ValidLens();
     inputs.kv_token_id_vs_position_offset = in_.token_offset;
+    inputs.verify_sample = in_.sample;
+    if (!in_.phases.empty()) inputs.verify_phase = phases_.view();
     return inputs;
   }
   TensorView Table() const {
@@ -225,7 +243,7 @@ class PlanCall {
   TensorView ValidLens() const { return in_.has_pool ? valid_lens_.view() : TensorView(); }
 
   const PlanInputs& in_;
-  HostTensor<int64_t> rp_, prefix_, extend_, lut_, valid_lens_;
+  HostTensor<int64_t> rp_, prefix_, extend_, lut_, valid_lens_, phases_;
   HostTensor<int32_t> wide_table_;  // req_to_token in the first Width() columns
 };
 

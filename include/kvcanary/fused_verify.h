@@ -12,6 +12,8 @@
 //   for e in [0, n):
 //     r = the largest batch row with verify_offsets_scratch[r] <= e
 //     position = window start of row r + e - verify_offsets_scratch[r]
+//       (with inputs.verify_sample K > 1: the (e - verify_offsets_scratch[r])-th sampled position
+//       of row r, PlanInputs; the phase is read from inputs.verify_phase as stage 1 read it)
 //     the entry (slot, predecessor, position, expected token) the plan would store for
 //     (r, position), checked as Verify checks a plan entry
 // verify_num_valid and the scratch must be what stage 1 wrote for these inputs (a count above

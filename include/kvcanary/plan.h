@@ -40,6 +40,13 @@ int64_t WritePlanAllocationBytes(int64_t write_req_capacity);
 // that block arithmetic on int64 positions cannot overflow.
 inline constexpr int64_t kMaxBlockSize = int64_t{1} << 20;
 
+// The largest verify_sample: far above any useful rotation, low enough that the sampled-position
+// arithmetic on int64 positions cannot overflow.
+inline constexpr int64_t kMaxVerifySample = int64_t{1} << 16;
+// Sampled verify checks positions in runs of this many consecutive ones (a page of most engines),
+// so its reads stay contiguous.
+inline constexpr int64_t kVerifySampleRun = 16;
+
 // The batch a forward describes and the tables that locate its tokens: what Plan, PlanOffsets,
 // PlanEntries and FusedVerify read. One type, so a forward's inputs are described once and every
 // op checks them with the same code (docs/validation.md).
@@ -69,6 +76,17 @@ struct PlanInputs {
   TensorView req_to_verify_expected_tokens;             // [pool_rows, pool_width] int32 or absent
   TensorView req_to_verify_expected_tokens_valid_lens;  // [bs] int64; required with the pool
   int64_t kv_token_id_vs_position_offset = 0;           // 0 target, +1 EAGLE draft
+  // Sampled verify (kvcanary addition, docs/sampled_verify.md): with K = verify_sample in
+  // [1, kMaxVerifySample], a row with verify positions [start, prefix_len) verifies only those p
+  // with (p / kVerifySampleRun + phase) % K == 0 (runs of 16 consecutive positions), plus
+  // prefix_len - 1 when it is not one of them (entries in increasing position order). K = 1 (the
+  // default) verifies every position.
+  // verify_phase: [n >= 1] int64 on the inputs' device, absent = phase 0; a row's phase is
+  // verify_phase[clamp(req_pool_index, 0, n - 1)] (n = 1: one phase for every row; one entry per
+  // req_to_token row: a phase per request), read on the device, so a graph replays with the
+  // phases of the moment. Every op given the same inputs reads the same phases.
+  int64_t verify_sample = 1;
+  TensorView verify_phase;
 };
 
 // launch_canary_plan_kernels: both stages in one call.
@@ -114,6 +132,17 @@ struct PlanEntriesArgs {
   TensorView out_verify_prev_slot_indices;   // [C] int64
 };
 void PlanEntries(const PlanEntriesArgs& args, StreamHandle stream = nullptr);
+
+// Sampled verify's rotation (kvcanary addition): with req_pool_indices, each batch row that is
+// not padding adds 1 to its entry verify_phase[clamp(req_pool_index)] (rows sharing an entry each
+// add 1); without, every entry adds 1. Wrapping int64 adds on the device, one launch,
+// graph-capturable. Run it once per forward after that forward's last verify: K forwards of a
+// request then see K consecutive phases, so they verify every position of its prefix.
+struct AdvanceVerifyPhaseArgs {
+  TensorView verify_phase;      // [n >= 1] int64, read and written
+  TensorView req_pool_indices;  // [bs] int64 or absent
+};
+void AdvanceVerifyPhase(const AdvanceVerifyPhaseArgs& args, StreamHandle stream = nullptr);
 
 // launch_swa_translate_kernel: out[i] = tr(in[i]); in place allowed.
 struct SwaTranslateArgs {

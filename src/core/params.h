@@ -130,6 +130,12 @@ struct PlanInputParams {
   const int64_t* extend_seq_lens = nullptr;
   int64_t bs = 0;
   int64_t swa_window_size = 0;
+  // Sampled verify (kvcanary addition): K = verify_sample; a row verifies the positions p of its
+  // verify range with (p / kVerifySampleRun + phase) % K == 0, plus its newest prefix position.
+  // phase = verify_phase[clamp(req_pool_index)] ([phase_len] int64); nullptr reads as 0.
+  int64_t verify_sample = 1;
+  const int64_t* verify_phase = nullptr;
+  int64_t verify_phase_len = 0;
   ReqToTokenParams req_to_token;
   SwaLutParams lut;
   TokenPoolParams pool;
@@ -228,6 +234,15 @@ struct ScatterParams {
   int64_t pool_width = 0;
   int64_t pool_stride0 = 0;
   int64_t pool_stride1 = 1;
+};
+
+// Sampled verify's rotation: phase[clamp(rp)] += 1 for each batch row's rp that is not padding
+// (every entry += 1 without rows); wrapping.
+struct AdvancePhaseParams {
+  int64_t* phase = nullptr;  // [len] int64
+  int64_t len = 0;
+  const int64_t* req_pool_indices = nullptr;  // [bs] int64 or nullptr
+  int64_t bs = 0;
 };
 
 struct SwaTranslateParams {

@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "core/params.h"
+#include "core/sample_math.h"
 #include "core/verify_entry.h"
 #include "core/wrap.h"
 #include "kvcanary/hash.h"
@@ -70,6 +71,11 @@ KVC_HOST_DEVICE RowPlan PlanRow(const PlanInputParams& in, int64_t r) {
   row.window_start = WindowStart(prefix_len, in.swa_window_size);
   const int64_t verify_len = WrapSub(prefix_len, row.window_start);
   row.verify_len = verify_len > 0 ? verify_len : 0;
+  if (in.verify_sample > 1) {
+    row.verify_len = SamplePositions(row.window_start, prefix_len, in.verify_sample,
+                                     SampleResidue(in, row.req_pool_index))
+                         .Count();
+  }
   if (in.extend_seq_lens != nullptr) {
     const int64_t extend_len = in.extend_seq_lens[r];
     row.write_len = extend_len > 0 ? extend_len : 0;
@@ -126,15 +132,24 @@ KVC_HOST_DEVICE int64_t RowOfEntry(const int64_t* scratch, int64_t bs, int64_t e
   int64_t lo = 0, hi = bs;  // answer in [lo, hi)
   while (hi - lo > 1) {
     const int64_t mid = lo + (hi - lo) / 2;
-    if (scratch[mid] <= e) lo = mid; else hi = mid;
+    if (scratch[mid] <= e)
+      lo = mid;
+    else
+      hi = mid;
   }
   return lo;
 }
 
-// The position of entry e in row r: the row's first verified position plus e's offset in the row.
+// The position of entry e in row r: the row's first verified position plus e's offset in the row,
+// or with sampled verify the (e - offset)-th sampled position of the row.
 KVC_HOST_DEVICE int64_t EntryPosition(const PlanInputParams& in, const int64_t* scratch, int64_t r,
                                       int64_t e) {
-  return WrapAdd(WindowStart(in.prefix_lens[r], in.swa_window_size), WrapSub(e, scratch[r]));
+  const int64_t prefix_len = in.prefix_lens[r];
+  const int64_t start = WindowStart(prefix_len, in.swa_window_size);
+  if (in.verify_sample <= 1) return WrapAdd(start, WrapSub(e, scratch[r]));
+  const SampledPositions sampled = SamplePositions(start, prefix_len, in.verify_sample,
+                                                   SampleResidue(in, in.req_pool_indices[r]));
+  return SampledPosition(sampled, prefix_len, in.verify_sample, WrapSub(e, scratch[r]));
 }
 
 }  // namespace kvcanary

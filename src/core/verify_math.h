@@ -84,8 +84,9 @@ KVC_HOST_DEVICE int64_t FusedEntryCount(const FusedVerifyParams& p) {
 }
 
 // Entry e of batch row r exactly as the plan-entries stage would store it. previous_entry_slot,
-// when given, is the slot of entry e - 1 of the same row: position - 1 of the same table row, so
-// it is the predecessor.
+// when given, is the slot of the entry before e in the same row whose position is one less (every
+// entry before e of a full verify; with sampled verify, only when it is adjacent), so it is the
+// predecessor.
 KVC_HOST_DEVICE VerifyEntry FusedEntryInRow(const FusedVerifyParams& p, int64_t r, int64_t e,
                                             const int64_t* previous_entry_slot = nullptr) {
   const int64_t rp = p.in.req_pool_indices[r];

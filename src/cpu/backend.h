@@ -13,6 +13,7 @@ void PlanOffsets(const PlanOffsetsParams& params);
 // kernel traps instead). Nothing below ops/ throws.
 void PlanEntries(const PlanEntriesParams& params);
 void SwaTranslate(const SwaTranslateParams& params);
+void AdvancePhase(const AdvancePhaseParams& params);
 // The paired ops run one half (one K or V context) per call, overloaded on their parameters so
 // that ops/ runs any of them through one template (RunPairedOp).
 void RunHalf(const VerifyParams& params);

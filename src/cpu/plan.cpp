@@ -58,8 +58,8 @@ void Plan(const PlanParams& params) {
     scratch = local_scratch.data();
   }
   const int64_t total = ComputeOffsets(params.in, scratch, params.write);
-  std::fill(params.write.offsets + params.in.bs + 1, params.write.offsets + params.write.offsets_len,
-            int64_t{0});
+  std::fill(params.write.offsets + params.in.bs + 1,
+            params.write.offsets + params.write.offsets_len, int64_t{0});
   const bool overflow = total > params.verify.capacity;
   *params.verify.num_valid = static_cast<int32_t>(overflow ? params.verify.capacity : total);
   *params.verify.enable = overflow ? 0 : 1;
@@ -79,6 +79,19 @@ void PlanEntries(const PlanEntriesParams& params) {
   const int64_t total = params.scratch[params.in.bs];
   if (total <= 0 || params.enable[0] == 0) return;
   EmitVerifyEntries(params.in, params.scratch, total, params.verify);
+}
+
+void AdvancePhase(const AdvancePhaseParams& params) {
+  if (params.req_pool_indices == nullptr) {
+    for (int64_t i = 0; i < params.len; ++i) params.phase[i] = WrapAdd(params.phase[i], 1);
+    return;
+  }
+  for (int64_t r = 0; r < params.bs; ++r) {
+    const int64_t rp = params.req_pool_indices[r];
+    if (rp == kReqPoolIdxPadding) continue;
+    int64_t& phase = params.phase[ClampIndex(rp, params.len)];
+    phase = WrapAdd(phase, 1);
+  }
 }
 
 void SwaTranslate(const SwaTranslateParams& params) {

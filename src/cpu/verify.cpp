@@ -71,17 +71,19 @@ struct PlannedCursor {
 };
 
 // Entries derived from the plan inputs: the row found once by binary search, then walked forward
-// (the offsets are non-decreasing); an entry that follows the last one in its row takes that
-// entry's slot as its predecessor instead of reading the table again.
+// (the offsets are non-decreasing); an entry whose position follows the last entry's in its row
+// takes that entry's slot as its predecessor instead of reading the table again (every entry of
+// a full verify; a sampled verify's entries are K apart, bar its newest position).
 struct FusedCursor {
   FusedCursor(const FusedVerifyParams& p, int64_t first)
       : params(&p), row(RowOfEntry(p.scratch, p.in.bs, first)) {}
   VerifyEntry At(int64_t e) {
     const int64_t r = WalkTo(e);
-    const bool follows = r == last_row && e == last_entry + 1;
+    const int64_t position = EntryPosition(params->in, params->scratch, r, e);
+    const bool follows = r == last_row && position == WrapAdd(last_position, 1);
     const VerifyEntry entry = FusedEntryInRow(*params, r, e, follows ? &last_slot : nullptr);
     last_row = r;
-    last_entry = e;
+    last_position = position;
     last_slot = entry.slot;
     return entry;
   }
@@ -93,7 +95,7 @@ struct FusedCursor {
   const FusedVerifyParams* params;
   int64_t row;
   int64_t last_row = -1;
-  int64_t last_entry = -1;
+  int64_t last_position = 0;
   int64_t last_slot = 0;
 };
 

@@ -14,6 +14,7 @@ int Plan(const PlanParams& params, int device, StreamHandle stream);
 int PlanOffsets(const PlanOffsetsParams& params, int device, StreamHandle stream);
 int PlanEntries(const PlanEntriesParams& params, int device, StreamHandle stream);
 int SwaTranslate(const SwaTranslateParams& params, int device, StreamHandle stream);
+int AdvancePhase(const AdvancePhaseParams& params, int device, StreamHandle stream);
 // One launch for both halves of a paired K/V launch: verify reads each plan entry once, fused
 // verify derives each entry once, write runs the two chains concurrently. Overloaded on the
 // halves, so that ops/ launches any of them through one template (RunPairedOp).

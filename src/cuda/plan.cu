@@ -1,4 +1,5 @@
-// The one translation unit that includes plan.cuh: the fused plan and the two stages.
+// The one translation unit that includes plan.cuh: the fused plan, the two stages and the sampled
+// verify's phase advance.
 #include "cuda/backend.h"
 #include "cuda/plan.cuh"
 
@@ -37,6 +38,10 @@ int PlanOffsets(const PlanOffsetsParams& params, int device, StreamHandle stream
 
 int PlanEntries(const PlanEntriesParams& params, int device, StreamHandle stream) {
   return LaunchOnDevice(device, stream, LaunchPlanEntries, params);
+}
+
+int AdvancePhase(const AdvancePhaseParams& params, int device, StreamHandle stream) {
+  return LaunchOnDevice(device, stream, LaunchAdvancePhase, params);
 }
 
 }  // namespace kvcanary::cuda

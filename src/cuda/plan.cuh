@@ -62,16 +62,18 @@ __global__ void __launch_bounds__(kOffsetsThreads)
 
 // Stage 2. A total above the capacity with enable set breaks the offsets/entries contract: the
 // separate entries op traps as SGLang does (the fused plan never gets there: it clears enable).
-__global__ void __launch_bounds__(kEntriesThreads) PlanEntriesKernel(const __grid_constant__ PlanEntriesParams p) {
+__global__ void __launch_bounds__(kEntriesThreads)
+    PlanEntriesKernel(const __grid_constant__ PlanEntriesParams p) {
   const int64_t bs = p.in.bs;
   const int64_t total = p.scratch[bs];
   if (total <= 0 || *p.enable == 0 || bs <= 0) return;
   const int64_t first = int64_t{blockIdx.x} * blockDim.x + threadIdx.x;
   if (total > p.verify.capacity) {
     if (first == 0) {
-      printf("kv-canary plan_entries: total_verify=%lld exceeds verify_capacity=%lld with "
-             "verify_enable=1 (offsets/entries contract broken)\n",
-             static_cast<long long>(total), static_cast<long long>(p.verify.capacity));
+      printf(
+          "kv-canary plan_entries: total_verify=%lld exceeds verify_capacity=%lld with "
+          "verify_enable=1 (offsets/entries contract broken)\n",
+          static_cast<long long>(total), static_cast<long long>(p.verify.capacity));
     }
     __trap();
   }
@@ -81,6 +83,30 @@ __global__ void __launch_bounds__(kEntriesThreads) PlanEntriesKernel(const __gri
     const int64_t position = EntryPosition(p.in, p.scratch, r, tid);
     StoreVerifyEntry(p.in, p.verify, tid, r, p.in.req_pool_indices[r], position);
   }
+}
+
+// Sampled verify's rotation: a launch that graphs capture and replays advance. Rows that share
+// an entry (a clamped or repeated index) each add one, atomically, as the CPU's loop does.
+__global__ void __launch_bounds__(kEntriesThreads)
+    AdvancePhaseKernel(const __grid_constant__ AdvancePhaseParams p) {
+  const int64_t stride = int64_t{gridDim.x} * blockDim.x;
+  const int64_t first = int64_t{blockIdx.x} * blockDim.x + threadIdx.x;
+  const int64_t n = p.req_pool_indices == nullptr ? p.len : p.bs;
+  for (int64_t i = first; i < n; i += stride) {
+    int64_t index = i;
+    if (p.req_pool_indices != nullptr) {
+      if (p.req_pool_indices[i] == kReqPoolIdxPadding) continue;
+      index = ClampIndex(p.req_pool_indices[i], p.len);
+    }
+    AddToCounter(p.phase + index, 1);
+  }
+}
+
+inline cudaError_t LaunchAdvancePhase(const AdvancePhaseParams& p, cudaStream_t stream) {
+  const int64_t n = p.req_pool_indices == nullptr ? p.len : p.bs;
+  const int blocks = PersistentGrid(AdvancePhaseKernel, kEntriesThreads, n);
+  AdvancePhaseKernel<<<blocks, kEntriesThreads, 0, stream>>>(p);
+  return cudaGetLastError();
 }
 
 inline cudaError_t LaunchPlanOffsets(const PlanOffsetsParams& p, bool zero_write_tail,

@@ -20,7 +20,9 @@ sig::SpecList BatchSpecs(const PlanInputs& in, bool needs_extend) {
       in.require_contiguous_req_to_token ? sig::Layout::kContiguous : sig::Layout::kRowView;
   return {sig::In(in.req_pool_indices, "req_pool_indices", DType::kInt64, 1),
           sig::In(in.prefix_lens, "prefix_lens", DType::kInt64, 1, sig::Exactly(bs)), extend,
-          table};
+          table,
+          sig::Optional(sig::In(in.verify_phase, "verify_phase", DType::kInt64, 1,
+                                sig::AtLeast(1)))};
 }
 
 sig::TensorSpec SwaLutSpec(const PlanInputs& in, std::string_view name, int64_t min_length) {
@@ -69,6 +71,11 @@ void CheckTableChoice(const PlanInputs& in) {
     ThrowError("kv-canary: block_size must be 1 with req_to_token, got ", in.block_size);
   }
   CheckInRange<int64_t>("block_size", in.block_size, 1, kMaxBlockSize);
+  CheckVerifySample(in);
+}
+
+void CheckVerifySample(const PlanInputs& in) {
+  CheckInRange<int64_t>("verify_sample", in.verify_sample, 1, kMaxVerifySample);
 }
 
 void CheckTableSizes(const PlanInputs& in) {
@@ -116,6 +123,11 @@ PlanInputParams InputParamsOf(const PlanInputs& in, std::optional<int64_t> lut_l
       in.extend_seq_lens.defined() ? in.extend_seq_lens.data_as<const int64_t>() : nullptr;
   params.bs = in.req_pool_indices.size(0);
   params.swa_window_size = in.swa_window_size;
+  params.verify_sample = in.verify_sample;
+  if (in.verify_phase.defined()) {
+    params.verify_phase = in.verify_phase.data_as<const int64_t>();
+    params.verify_phase_len = in.verify_phase.size(0);
+  }
   params.req_to_token = SlotTableParamsOf(in);
   params.lut = SwaLutOf(in.full_to_swa_index_mapping, lut_len);
   if (pool.defined()) {

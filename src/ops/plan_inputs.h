@@ -13,9 +13,10 @@
 
 namespace kvcanary {
 
-// req_pool_indices, prefix_lens, extend_seq_lens and the slot table (req_to_token, or block_table
-// when given: int32 or int64), in that order. extend_seq_lens is required when `needs_extend`,
-// else checked only when given. bs = req_pool_indices.length().
+// req_pool_indices, prefix_lens, extend_seq_lens, the slot table (req_to_token, or block_table
+// when given: int32 or int64) and the optional verify_phase ([>= 1] int64), in that order.
+// extend_seq_lens is required when `needs_extend`, else checked only when given.
+// bs = req_pool_indices.length().
 sig::SpecList BatchSpecs(const PlanInputs& in, bool needs_extend);
 // The SWA table (optional): int64, 1-D, at least `min_length` entries; `name` is what messages
 // call it ("lut_tensor" in SGLang's launchers).
@@ -29,8 +30,10 @@ void RequireSwaLutForWindow(const PlanInputs& in, std::string_view op);
 void RequireValidLensForPool(const PlanInputs& in, std::string_view op);
 
 // Exactly one of req_to_token and block_table, and a block_size in [1, kMaxBlockSize] that is 1
-// with req_to_token. Runs before the presence checks: it reads no size.
+// with req_to_token, and CheckVerifySample. Runs before the presence checks: it reads no size.
 void CheckTableChoice(const PlanInputs& in);
+// verify_sample in [1, kMaxVerifySample].
+void CheckVerifySample(const PlanInputs& in);
 // After the table's shape checks: O18 (an explicit pitch must equal the given table's row
 // stride) and a block table's positions per row (max_blocks * block_size) within int64.
 void CheckTableSizes(const PlanInputs& in);

@@ -39,11 +39,16 @@ struct DeviceState {
   DeviceBuffer slot_counters;        // [12] int64
   DeviceBuffer chain_assert_flag;    // [1] int32
   DeviceBuffer expected_token_pool;  // [rows, width] int32 (verify token assert only)
+  // [rows] int64 sampled verify's rotation, one phase per request row (Config::verify_sample > 1
+  // only): read by a forward's plans and verifies, advanced on the device for the forward's rows
+  // after its TAIL, so graph replays keep rotating and each request sees K consecutive phases
+  // in K forwards, whatever else the batches hold.
+  DeviceBuffer verify_phase;
 
-  // The ring, write index, counters and flag: state, not per-step workspace.
+  // The ring, write index, counters, flag and phases: state, not per-step workspace.
   int64_t Bytes() const {
     return ring.bytes() + write_index.bytes() + kernel_counters.bytes() + slot_counters.bytes() +
-           chain_assert_flag.bytes();
+           chain_assert_flag.bytes() + verify_phase.bytes();
   }
 };
 

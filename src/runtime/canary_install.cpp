@@ -20,9 +20,9 @@ DeviceBuffer Int64Buffer(Device device, int64_t count, std::string_view what) {
 
 // A group's record buffer of `slots` 32-byte records (device or host mirror).
 int64_t RecordBufferBytes(const GroupSpec& spec, const char* slots_name, int64_t slots) {
-  return CheckedMul(std::string("group ") + GroupKindName(spec.kind) + " " + slots_name +
-                        " x 32 record bytes",
-                    slots, kCanarySlotBytes);
+  return CheckedMul(
+      std::string("group ") + GroupKindName(spec.kind) + " " + slots_name + " x 32 record bytes",
+      slots, kCanarySlotBytes);
 }
 
 std::string TagList(const std::vector<int>& tags) {
@@ -63,12 +63,14 @@ CanaryManager::Impl::Impl(const Config& config, const InstallArgs& args)
       verify_path_(config.fused_verify ? MakeFusedVerifyPath() : MakePlannedVerifyPath()) {
   log_ = args.log != nullptr ? args.log : &StderrLogSink();
   if (args.piecewise_capture) {
-    ThrowError("kv-canary: piecewise CUDA graph capture of a forward is not supported by the "
-               "per-forward canary bracket; disable it");
+    ThrowError(
+        "kv-canary: piecewise CUDA graph capture of a forward is not supported by the "
+        "per-forward canary bracket; disable it");
   }
   if (args.graph_capture && device_.type != DeviceType::kCUDA) {
-    ThrowError("kv-canary: the CPU backend cannot run inside a captured graph; disable graph "
-               "capture");
+    ThrowError(
+        "kv-canary: the CPU backend cannot run inside a captured graph; disable graph "
+        "capture");
   }
   if (args.groups.empty()) ThrowError("kv-canary: install needs at least one buffer group");
   args.perturb.Validate();
@@ -79,12 +81,12 @@ CanaryManager::Impl::Impl(const Config& config, const InstallArgs& args)
   incident_file_ = IncidentFile(config.incident_file);  // refuses a path it cannot append to
   const int64_t rows = table_.rows;
   const int64_t width = table_.max_seq_len;
-  capacities_ = args.capacities.has_value()
-                    ? *args.capacities
-                    : Capacities::FromArgs(rows, width, args.pool_slot_count,
-                                           args.cuda_graph_max_bs,
-                                           args.speculative_num_draft_tokens,
-                                           args.max_prefill_tokens, args.chunked_prefill_size);
+  capacities_ =
+      args.capacities.has_value()
+          ? *args.capacities
+          : Capacities::FromArgs(rows, width, args.pool_slot_count, args.cuda_graph_max_bs,
+                                 args.speculative_num_draft_tokens, args.max_prefill_tokens,
+                                 args.chunked_prefill_size);
 
   // Buffer groups, at most one per kind.
   bool seen[2] = {false, false};
@@ -96,7 +98,8 @@ CanaryManager::Impl::Impl(const Config& config, const InstallArgs& args)
       ThrowError("kv-canary: group ", GroupKindName(spec.kind), " num_slots must be positive, got ",
                  spec.num_slots);
     }
-    if (spec.kind == GroupKind::kSwa && (!spec.full_to_swa.defined() || args.swa_window_size <= 0)) {
+    if (spec.kind == GroupKind::kSwa &&
+        (!spec.full_to_swa.defined() || args.swa_window_size <= 0)) {
       ThrowError("kv-canary: an SWA group needs full_to_swa and swa_window_size > 0");
     }
     GroupState group;
@@ -128,9 +131,8 @@ CanaryManager::Impl::Impl(const Config& config, const InstallArgs& args)
     }
     groups_.push_back(std::move(group));
   }
-  std::sort(groups_.begin(), groups_.end(), [](const GroupState& a, const GroupState& b) {
-    return a.spec.kind < b.spec.kind;
-  });
+  std::sort(groups_.begin(), groups_.end(),
+            [](const GroupState& a, const GroupState& b) { return a.spec.kind < b.spec.kind; });
   if (!args.capacities.has_value()) capacities_ = WithinWorkspaceBudget(capacities_, width);
 
   // Endpoints: HEAD, TAIL and SWEEP per half; V omitted without a V half.
@@ -155,8 +157,11 @@ CanaryManager::Impl::Impl(const Config& config, const InstallArgs& args)
   if (config.enable_verify_token_assert) {
     token_pool_width_ = width;
     state_.expected_token_pool = DeviceBuffer(
-        device_, CheckedMul("expected token pool bytes (req_to_token rows x width x 4)", rows,
-                            width, 4));
+        device_,
+        CheckedMul("expected token pool bytes (req_to_token rows x width x 4)", rows, width, 4));
+  }
+  if (config.verify_sample > 1) {
+    state_.verify_phase = Int64Buffer(device_, rows, "verify phases (one per req_to_token row)");
   }
 
   // Per inner forward workspace, sized by the capacities.
@@ -216,8 +221,8 @@ CanaryManager::Impl::Impl(const Config& config, const InstallArgs& args)
   health_.read = std::make_unique<DelayedRead>(device_, 8 * kNumLaunchTags);
   stats_.staging = DeviceBuffer(device_, 8 * 2 * kNumLaunchTags + 8);
   stats_.read = std::make_unique<DelayedRead>(device_, 8 * 2 * kNumLaunchTags + 8);
-  health_.checker = std::make_unique<HealthChecker>(active_tags_, config.sweep_interval,
-                                            config.enable_mha_v);
+  health_.checker =
+      std::make_unique<HealthChecker>(active_tags_, config.sweep_interval, config.enable_mha_v);
 
   if (args.perturb.AnyEnabled()) perturber_ = std::make_unique<Perturber>(*this, args.perturb);
 
@@ -280,7 +285,8 @@ LaunchContext CanaryManager::Impl::ContextOf(size_t group_index, Stage stage, Ha
   // SWEEP verifies the TAIL buffer: the records of tokens whose KV has been written.
   context.canary_buf = group.Buffer(stage == Stage::kHead ? Stage::kHead : Stage::kTail, half);
   context.kernel_kind = tag;
-  context.violation_ring = state_.ring.View(DType::kInt64, {config_.ring_capacity, kViolationFields});
+  context.violation_ring =
+      state_.ring.View(DType::kInt64, {config_.ring_capacity, kViolationFields});
   context.violation_write_index = state_.write_index.View(DType::kInt32, {1});
   context.slot_run_counter = CounterView(state_.slot_counters, tag);
   context.kernel_run_counter = CounterView(state_.kernel_counters, tag);
@@ -289,8 +295,7 @@ LaunchContext CanaryManager::Impl::ContextOf(size_t group_index, Stage stage, Ha
     const auto& sources = group.sources[static_cast<int>(half)];
     for (size_t i = 0; i < sources.size(); ++i) context.real_kv_sources[i] = sources[i];
     context.num_real_kv_sources = static_cast<int>(sources.size());
-    context.real_kv_hash_mode =
-        sources.empty() ? 0 : static_cast<int32_t>(config_.real_data);
+    context.real_kv_hash_mode = sources.empty() ? 0 : static_cast<int32_t>(config_.real_data);
   }
   context.enable_chain_position_assert = state_.chain_assert_flag.View(DType::kInt32, {1});
   return context;

@@ -7,6 +7,18 @@
 #include "runtime/canary_impl.h"
 
 namespace kvcanary::runtime {
+namespace {
+
+// At most how many of `length` positions a sampled verify of 1/K checks, whatever its phase: the
+// range touches at most ceil(length / R) + 1 runs of R = kVerifySampleRun, every K-th of them is
+// checked whole, and the newest position.
+int64_t SampledCountBound(int64_t length, int64_t sample) {
+  if (sample <= 1) return length;
+  const int64_t runs = (length + kVerifySampleRun - 1) / kVerifySampleRun + 1;
+  return std::min(length, (runs + sample - 1) / sample * kVerifySampleRun + 1);
+}
+
+}  // namespace
 
 void CanaryManager::Impl::DecideSplit(ForwardState& forward) {
   for (ForwardState::PerGroup& per_group : forward.groups) per_group.split = false;
@@ -20,11 +32,13 @@ void CanaryManager::Impl::DecideSplit(ForwardState& forward) {
     per_group.split = false;
     per_group.split_ranges.clear();
     const int64_t window = groups_[g].window;
-    // The same count the plan op makes: the last W prefix positions with a window, else all.
+    // The count the plan op makes: the last W prefix positions with a window, else all; with
+    // sampled verify a bound for any phase (the phase lives on the device): a range that fits
+    // under it fits whichever 1/K the plan samples.
     auto verify_len = [&](int64_t r) -> int64_t {
       if (host.req_pool_indices[r] == kReqPoolIdxPadding) return 0;
       const int64_t p = std::max<int64_t>(host.prefix_lens[r], 0);
-      return window > 0 ? std::min(p, window) : p;
+      return SampledCountBound(window > 0 ? std::min(p, window) : p, config_.verify_sample);
     };
     int64_t total = 0;
     for (int64_t r = 0; r < rows; ++r) total += verify_len(r);

@@ -142,11 +142,10 @@ void CanaryManager::Impl::UploadTokenPool(ForwardState& forward,
   scatter.flat_in = sweep_.walk.View(DType::kInt64, {total}, 0);
   scatter.offsets = sweep_.walk.View(DType::kInt64, {bs + 1}, 8 * total);
   scatter.req_pool_indices = sweep_.walk.View(DType::kInt64, {bs}, 8 * (total + bs + 1));
-  scatter.pool_out = state_.expected_token_pool.View(
-      DType::kInt32, {table_.rows, token_pool_width_});
+  scatter.pool_out =
+      state_.expected_token_pool.View(DType::kInt32, {table_.rows, token_pool_width_});
   Scatter(scatter, stream_);
-  CopyBytesAsync(forward.valid_lens.data(), host.req_all_ids_lens.data(), 8 * bs, device_,
-                 stream_);
+  CopyBytesAsync(forward.valid_lens.data(), host.req_all_ids_lens.data(), 8 * bs, device_, stream_);
   forward.has_valid_lens = true;
 }
 
@@ -169,13 +168,17 @@ PlanArgs CanaryManager::Impl::PlanArgsOf(const ForwardState& forward, size_t gro
   plan.verify_capacity =
       verify_path_->PlanCapacity(capacities_.verify_capacity, verify_entries_bound_);
   if (forward.has_valid_lens) {
-    plan.inputs.req_to_verify_expected_tokens = state_.expected_token_pool.View(
-        DType::kInt32, {table_.rows, token_pool_width_});
+    plan.inputs.req_to_verify_expected_tokens =
+        state_.expected_token_pool.View(DType::kInt32, {table_.rows, token_pool_width_});
     plan.inputs.req_to_verify_expected_tokens_valid_lens =
-        Slice1D(forward.valid_lens.View(DType::kInt64, {capacities_.write_req_capacity}),
-                row_begin, row_end);
+        Slice1D(forward.valid_lens.View(DType::kInt64, {capacities_.write_req_capacity}), row_begin,
+                row_end);
   }
   plan.inputs.kv_token_id_vs_position_offset = args_.kv_token_id_vs_position_offset;
+  if (config_.verify_sample > 1) {
+    plan.inputs.verify_sample = config_.verify_sample;
+    plan.inputs.verify_phase = state_.verify_phase.View(DType::kInt64, {table_.rows});
+  }
   const int64_t scratch_len = capacities_.write_req_capacity + 1;
   const int64_t scratch_index =
       verify_path_->ScratchesPerForward(static_cast<int64_t>(groups_.size())) > 1
@@ -208,6 +211,15 @@ void CanaryManager::Impl::PostForward(int inner) {
   ForwardState& forward = ForwardAt(inner);
   Transition(forward, Phase::kAfterPreMaybeIn, Phase::kAfterPostMaybeIn);
   LaunchEndpoints(inner, Stage::kTail);
+  // The forward's last in-graph verify has read its rows' phases: their next forward checks the
+  // next 1/K of their prefixes (a TAIL split in phase 4 then samples with the next phases: any
+  // phase's sample fits the ranges DecideSplit cut).
+  if (config_.verify_sample > 1) {
+    AdvanceVerifyPhase(
+        {.verify_phase = state_.verify_phase.View(DType::kInt64, {table_.rows}),
+         .req_pool_indices = Slice1D(forward.batch.req_pool_indices, 0, forward.batch.batch_size)},
+        stream_);
+  }
   // Snapshot: later inner forwards overwrite the live plans; phase 4 reads this copy.
   for (size_t g = 0; g < groups_.size(); ++g) {
     CopyBytesAsync(forward.snapshot_enable.data_as<char>() + 4 * g,
@@ -215,8 +227,7 @@ void CanaryManager::Impl::PostForward(int inner) {
   }
 }
 
-std::optional<LaunchContext> CanaryManager::Impl::PairedContextOf(size_t group,
-                                                                 Stage stage) const {
+std::optional<LaunchContext> CanaryManager::Impl::PairedContextOf(size_t group, Stage stage) const {
   if (!HalfActive(groups_[group], Half::kV)) return std::nullopt;
   return ContextOf(group, stage, Half::kV);
 }
@@ -279,7 +290,7 @@ void CanaryManager::Impl::EndStep() {
 
 ForwardState& CanaryManager::Impl::ForwardAt(int inner) {
   if (inner < 0 || inner >= step_.num_forwards) {
-    ThrowError("kv-canary: inner forward ", inner, " is not active in this step (", 
+    ThrowError("kv-canary: inner forward ", inner, " is not active in this step (",
                step_.num_forwards, " forwards began)");
   }
   return forwards_[inner];

@@ -9,6 +9,7 @@
 
 #include "kvcanary/checked.h"
 #include "kvcanary/error.h"
+#include "kvcanary/plan.h"
 
 namespace kvcanary::runtime {
 namespace {
@@ -89,6 +90,7 @@ constexpr IntSetting kIntSettings[] = {
      &Config::stats_print_every_n_steps, 0, kMaxStepInterval},
     {"KVCANARY_SWA_DIVERGENCE_STATS_INTERVAL", "swa_divergence_stats_interval",
      &Config::swa_divergence_stats_interval, 0, kMaxStepInterval},
+    {"KVCANARY_VERIFY_SAMPLE", "verify_sample", &Config::verify_sample, 1, kMaxVerifySample},
 };
 
 // Every boolean setting of Config and its variable.
@@ -217,7 +219,7 @@ std::string Config::ToString() const {
       << ", report_untouched_rows=" << BoolName(report_untouched_rows)
       << ", allreduce_violation_signal=" << BoolName(allreduce_violation_signal)
       << ", incident_file='" << incident_file << "'"
-      << ", fused_verify=" << BoolName(fused_verify)
+      << ", fused_verify=" << BoolName(fused_verify) << ", verify_sample=" << verify_sample
       << ", fingerprint_layers=" << FingerprintLayersName(fingerprint_layers) << ")";
   return out.str();
 }
@@ -266,9 +268,10 @@ void PerturbConfig::Validate() const {
 
 GroupKind PerturbConfig::RequireTargetGroup(std::string_view perturbation) const {
   if (!target_group.has_value()) {
-    ThrowError("kv-canary: KVCANARY_PERTURB_TARGET_GROUP must be explicitly set to 'full' or "
-               "'swa' when ",
-               perturbation, " perturbation is enabled");
+    ThrowError(
+        "kv-canary: KVCANARY_PERTURB_TARGET_GROUP must be explicitly set to 'full' or "
+        "'swa' when ",
+        perturbation, " perturbation is enabled");
   }
   return *target_group;
 }
@@ -279,8 +282,8 @@ std::string PerturbConfig::ToString() const {
       << ", real_kv_used_prob=" << real_kv_used_prob
       << ", real_kv_unused_cache_prob=" << real_kv_unused_cache_prob
       << ", real_kv_post_forward_prob=" << real_kv_post_forward_prob
-      << ", next_token_swap_prob=" << next_token_swap_prob << ", target_group="
-      << (target_group.has_value() ? GroupKindName(*target_group) : "unset")
+      << ", next_token_swap_prob=" << next_token_swap_prob
+      << ", target_group=" << (target_group.has_value() ? GroupKindName(*target_group) : "unset")
       << ", warmup_steps=" << warmup_steps << ", seed=" << seed << ")";
   return out.str();
 }

@@ -37,6 +37,7 @@ runtime::Config CanaryConfig(const SimOptions& options) {
   config.fingerprint_layers = runtime::ParseFingerprintLayers(options.fingerprint_layers);
   config.sweep_interval = config.mode == runtime::Mode::kNone ? 0 : options.sweep_interval;
   config.ring_capacity = options.ring_capacity;
+  config.verify_sample = options.verify_sample;
   config.stats_print_every_n_steps = 100;
   config.enable_write_input_assert = true;
   config.enable_mha_v = true;

@@ -60,7 +60,9 @@ FaultInjector::FaultInjector(const SimOptions& options, int64_t total_steps)
     : options_(options), rng_(options.seed * 0x9E3779B97F4A7C15ull + 17), total_steps_(total_steps) {
   // Wall steps an injection waits for its detection: a victim is only verified when it is in a
   // batch, and long prefill phases can hold decodes back for dozens of steps.
-  horizon_ = std::max<int64_t>(64, 2 * options.sweep_interval + 8);
+  // A sampled verify sees a record within verify_sample forwards: the horizon covers twice that.
+  horizon_ = std::max<int64_t>(
+      {64, 2 * options.sweep_interval + 8, 2 * options.verify_sample + 8});
   for (int64_t k = 0; k < options.fault_rate; ++k) {
     for (FaultKind fault : EnabledFaults(options)) queue_.push_back(fault);
   }

@@ -5,6 +5,8 @@
 #include <sstream>
 #include <system_error>
 
+#include "kvcanary/plan.h"
+
 namespace kvcanary::sim {
 namespace {
 
@@ -74,6 +76,8 @@ std::vector<SimFlag> BuildTable() {
            "Layers a real-KV fingerprint folds: layer 0 (paged: the first four), or all"),
       Integer("sweep-interval", &O::sweep_interval, 0, kMaxTokens,
               "Steps between sweeps of cached slots (0: off)"),
+      Integer("verify-sample", &O::verify_sample, 1, kMaxVerifySample,
+              "HEAD/TAIL verify a rotating 1/K of every prefix plus its newest record (1: all)"),
       Integer("swa-window", &O::swa_window, 0, kMaxTokens,
               "Sliding-window layers with this window (0: none)"),
       Integer("swa-slots", &O::swa_num_slots, 1, kMaxSlots, "Slots of the SWA pool"),

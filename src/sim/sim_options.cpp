@@ -250,6 +250,7 @@ void ValidateCanary(const SimOptions& o) {
   RequireOneOf("--real-data", o.real_data, {"none", "partial", "all"});
   RequireOneOf("--fingerprint-layers", o.fingerprint_layers, {"layer0", "all"});
   RequireAtLeast("--sweep-interval", o.sweep_interval, 0);
+  RequireAtLeast("--verify-sample", o.verify_sample, 1);  // the maximum: CheckFlagMaxima
   RequireAtLeast("ring capacity", o.ring_capacity, 1);
 }
 

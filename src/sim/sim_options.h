@@ -97,6 +97,7 @@ struct SimOptions {
   // Layers fingerprinted: "layer0" (layer 0; a paged pool's first four) or "all" (every layer).
   std::string fingerprint_layers = "layer0";
   int64_t sweep_interval = 8;         // steps between SWEEP verifies of cached slots; 0 = off
+  int64_t verify_sample = 1;  // HEAD/TAIL verify a rotating 1/K of every prefix (Config); 1 = all
   int64_t ring_capacity = 65536;  // violation ring rows: fill-once, so sized for a whole run
 
   // --- fault injection ---

@@ -65,6 +65,12 @@ inline kvcanary::PlanInputs ConsumePlanInputs(Arena& arena, FuzzedDataProvider& 
     inputs.req_to_verify_expected_tokens_valid_lens = arena.Tensor(DType::kInt64, {bs});
   }
   inputs.kv_token_id_vs_position_offset = in.ConsumeIntegralInRange<int64_t>(-1, 2);
+  // Sampled verify: K of 1, 2, 3, 8 or 16 (1 once the bytes run out), now and then as decoded
+  // (refused outside [1, 65536]); a phase per row or one for all, or none.
+  constexpr int64_t kSamples[] = {1, 2, 3, 8, 16};
+  const uint8_t sample = in.ConsumeIntegral<uint8_t>();
+  inputs.verify_sample = sample >= 250 ? ConsumeValue(in) : kSamples[sample % 5];
+  inputs.verify_phase = arena.Optional(DType::kInt64, {1 + ConsumeSize(in, 6)});
   return inputs;
 }
 

@@ -71,6 +71,7 @@ struct BackendStep {
         block_table32(MirrorOptional<Buf>(in.block_table32)),
         block_table64(MirrorOptional<Buf>(in.block_table64)),
         lut(MirrorOptional<Buf>(in.lut)),
+        verify_phase(MirrorOptional<Buf>(in.verify_phase)),
         pool(MirrorOptional<Buf>(in.pool)),
         valid_lens(MirrorOptional<Buf>(in.valid_lens)),
         scratch(MirrorOptional<Buf>(in.scratch)),
@@ -115,6 +116,8 @@ struct BackendStep {
     }
     in.swa_window_size = inputs.window;
     in.full_to_swa_index_mapping = ViewOf(lut);
+    in.verify_sample = inputs.verify_sample;
+    in.verify_phase = ViewOf(verify_phase);
     return in;
   }
   // The expected-token pool that Plan and PlanEntries read.
@@ -162,9 +165,8 @@ struct BackendStep {
   // entry arrays stay as they were), the offsets into fused_scratch.
   PlanArgs OffsetsOnlyPlanArgsOf() const {
     PlanArgs a = PlanArgsOf();
-    a.verify_plan_out = VerifyPlanView{TensorView(),          TensorView(),
-                                       TensorView(),          TensorView(),
-                                       plan.num_valid.view(), plan.enable.view()};
+    a.verify_plan_out = VerifyPlanView{TensorView(), TensorView(),          TensorView(),
+                                       TensorView(), plan.num_valid.view(), plan.enable.view()};
     a.verify_offsets_scratch = fused_scratch.view();
     return a;
   }
@@ -211,6 +213,7 @@ struct BackendStep {
   std::optional<Buf<int32_t>> block_table32;
   std::optional<Buf<int64_t>> block_table64;
   std::optional<Buf<int64_t>> lut;
+  std::optional<Buf<int64_t>> verify_phase;
   std::optional<Buf<int32_t>> pool;
   std::optional<Buf<int64_t>> valid_lens, scratch;
   Buf<int64_t> stage_scratch;
@@ -241,7 +244,6 @@ void ExpectSameTensor(const HostTensor<T>& cpu, const HostTensor<T>& cuda,
                   << ", cuda " << +cuda[first];
   }
 }
-
 
 inline void ExpectSamePlan(const PlanBuffers& cpu, const PlanBuffers& cuda,
                            const std::string& what) {

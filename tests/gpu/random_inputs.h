@@ -403,6 +403,11 @@ inline StepInputs MakeStep(const SweepCase& c) {
     step.primary.state.chain_assert[0] = 1;
     if (step.paired) step.paired->state.chain_assert[0] = 1;
   }
+  if (c.verify_sample > 1) {
+    step.verify_sample = c.verify_sample;
+    step.verify_phase = HostTensor<int64_t>({c.one_phase ? 1 : b.table.shape()[0]});
+    for (int64_t& phase : step.verify_phase->values()) phase = rng.Int(-40, 40);
+  }
   return step;
 }
 

@@ -115,6 +115,9 @@ struct StepInputs {
   std::optional<HostTensor<int64_t>> block_table64;
   int64_t window = 0;
   std::optional<HostTensor<int64_t>> lut;
+  // Sampled verify: K, and the phases (one, or one per table row) when K > 1.
+  int64_t verify_sample = 1;
+  std::optional<HostTensor<int64_t>> verify_phase;
   std::optional<HostTensor<int32_t>> pool;
   std::optional<HostTensor<int64_t>> valid_lens;
   int64_t pool_offset = 0;

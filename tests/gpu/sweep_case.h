@@ -53,6 +53,10 @@ struct SweepCase {
   bool chain_assert = false;
   bool scratch = true;  // pass verify_offsets_scratch
   bool paired = false;  // a V half verified and written in the same launch
+  // > 1: sampled verify at this rate, with random phases (one per table row, or one for all when
+  // one_phase).
+  int64_t verify_sample = 1;
+  bool one_phase = false;
 };
 
 inline std::string Describe(const SweepCase& c) {
@@ -66,7 +70,8 @@ inline std::string Describe(const SweepCase& c) {
       << " mode=" << static_cast<int>(c.mode) << " stride=" << c.slot_stride_bytes
       << " pool=" << c.token_pool << "/+" << c.pool_offset << " corrupt=" << c.corrupt
       << " skips=" << c.skips << " input_assert=" << c.input_assert
-      << " chain_assert=" << c.chain_assert << " scratch=" << c.scratch << " paired=" << c.paired;
+      << " chain_assert=" << c.chain_assert << " scratch=" << c.scratch << " paired=" << c.paired
+      << " verify_sample=" << c.verify_sample << (c.one_phase ? "/one phase" : "");
   return out.str();
 }
 // GoogleTest prints a case parameter with this.

@@ -28,6 +28,24 @@ inline std::vector<SweepCase> PagedCases(const std::vector<SweepCase>& sweep) {
   return paged;
 }
 
+// Each shape's variants 2 and 5 again with sampled verify at K = 2, 3, 8 or 16 (cycling), one
+// phase per table row, or now and then one phase for all rows.
+inline std::vector<SweepCase> SampledCases(const std::vector<SweepCase>& sweep) {
+  constexpr int64_t kSamples[] = {2, 3, 8, 16};
+  std::vector<SweepCase> sampled;
+  for (const SweepCase& base : sweep) {
+    if (!base.name.ends_with("Variant2") && !base.name.ends_with("Variant5")) continue;
+    SweepCase c = base;
+    const auto index = static_cast<int64_t>(sampled.size());
+    c.verify_sample = kSamples[index % 4];
+    c.one_phase = index % 5 == 4;
+    c.name += "SampledK" + std::to_string(c.verify_sample);
+    c.seed += 700;
+    sampled.push_back(std::move(c));
+  }
+  return sampled;
+}
+
 // The sweep: shapes over bs {1, 31, 32, 33, 128, 5000}, prefix {0, 1, 127, 128, 129, 4096} and
 // extend {1, 128, 4096}, each in eight variants that rotate the other knobs so that every value
 // of every knob meets several shapes (a covering subset, not the full cross product).
@@ -94,7 +112,9 @@ inline std::vector<SweepCase> SweepCases() {
     }
   }
   std::vector<SweepCase> paged = PagedCases(cases);
+  std::vector<SweepCase> sampled = SampledCases(cases);
   cases.insert(cases.end(), paged.begin(), paged.end());
+  cases.insert(cases.end(), sampled.begin(), sampled.end());
   return cases;
 }
 

@@ -14,6 +14,7 @@
 #include "kvcanary/runtime/device_memory.h"
 #include "runtime/canary_cuda_util.h"
 #include "runtime/fake_engine.h"
+#include "runtime/sampled_scenarios.h"
 
 #ifdef KVC_HAVE_CUDA
 #include <cuda_runtime.h>
@@ -179,6 +180,23 @@ TEST(CanaryCudaGraph, KvFlipBetweenReplaysIsReportedByTail) {
   for (const RowKey& key : graph.report.rows) {
     EXPECT_NE(key[1], Tag(CanaryLaunchTag::kHeadKFull)) << "HEAD records carry no fingerprint";
   }
+}
+
+// Sampled verify in a graph: the phase lives on the device and the captured TAIL advances it, so
+// replays keep rotating: every remapped position is reported within K + 1 steps (a frozen phase
+// would never sample some of them), and some take longer than the next step.
+TEST(CanaryCudaGraph, SampledVerifyKeepsRotatingAcrossReplays) {
+  KVC_SKIP_WITHOUT_CUDA();
+  FakeEngineOptions options = SampledOptions(4, Device::CUDA(0));
+  options.graph_capture = true;
+  options.cuda_graph_max_bs = kPaddedBs;
+  struct GraphSteps {
+    Graph graph;
+    void operator()(FakeEngine& engine) { GraphDecodeStep(engine, graph); }
+  };
+  const int64_t largest =
+      ExpectEveryPositionReportedWithinKSteps(options, [] { return GraphSteps{}; });
+  EXPECT_GT(largest, 2);
 }
 
 TEST(CanaryCudaGraph, PostForwardAfterAReplayIsAPhaseError) {

@@ -143,6 +143,19 @@ TEST(Config, ToStringNamesEveryField) {
   EXPECT_NE(text.find("fused_verify=true"), std::string::npos) << text;
 }
 
+TEST(Config, VerifySampleIsOneUnlessSetAndRangeChecked) {
+  EXPECT_EQ(Config::FromEnv(MapEnv({})).verify_sample, 1);
+  EXPECT_EQ(Config::FromEnv(MapEnv({{"KVCANARY_VERIFY_SAMPLE", "8"}})).verify_sample, 8);
+  EXPECT_EQ(ErrorMessage([] { Config::FromEnv(MapEnv({{"KVCANARY_VERIFY_SAMPLE", "0"}})); }),
+            "kv-canary: KVCANARY_VERIFY_SAMPLE must be in [1, 65536], got 0");
+  Config config;
+  config.verify_sample = 65537;
+  EXPECT_EQ(ErrorMessage([&] { config.Validate(); }),
+            "kv-canary: verify_sample must be in [1, 65536], got 65537");
+  config.verify_sample = 4;
+  EXPECT_NE(config.ToString().find(", verify_sample=4)"), std::string::npos);
+}
+
 TEST(Config, FusedVerifyIsOnUnlessTurnedOff) {
   EXPECT_TRUE(Config::FromEnv(MapEnv({})).fused_verify);
   EXPECT_FALSE(Config::FromEnv(MapEnv({{"KVCANARY_FUSED_VERIFY", "0"}})).fused_verify);

@@ -3,8 +3,6 @@
 // pass by construction (without the canary the faults corrupt outputs and nothing is detected;
 // without real-data hashing the pure-byte faults go undetected and the run fails; a deep-layer
 // flip is detected every time with --fingerprint-layers all and missed every time with layer0).
-#include "sim/run_sim.h"
-
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -14,6 +12,7 @@
 #include <vector>
 
 #include "sim/report.h"
+#include "sim/run_sim.h"
 #include "sim/sim_options.h"
 
 namespace kvcanary::sim {
@@ -30,8 +29,8 @@ void ExpectEveryClassInjectedAndDetected(const SimOptions& options, const Scenar
   std::set<FaultKind> injected;
   for (const Injection& injection : report.injections) {
     injected.insert(injection.fault);
-    EXPECT_TRUE(injection.detected) << FaultName(injection.fault) << " at step " << injection.step
-                                    << ": " << injection.target;
+    EXPECT_TRUE(injection.detected)
+        << FaultName(injection.fault) << " at step " << injection.step << ": " << injection.target;
   }
   for (FaultKind fault : EnabledFaults(options)) {
     EXPECT_TRUE(injected.count(fault)) << FaultName(fault) << " was never injected";
@@ -63,6 +62,21 @@ TEST(RunScenario, PagedDetectsEveryPagedFaultClass) {
   EXPECT_EQ(report.oracle_mismatches_unexplained, 0);
   EXPECT_GT(report.oracle_mismatches_total, 0) << "the faults changed no output";
   EXPECT_GT(report.coverage.prefix_hit_rate, 0.3) << "the cache shared no blocks";
+}
+
+// Sampled verify (a rotating 1/8 of every prefix per forward): prefill and decode batches
+// alternate, so a request misses forwards; its own phase still rotates, so every fault is caught,
+// later than at K = 1 but within the horizon.
+TEST(RunScenario, SampledVerifyDetectsEveryInjection) {
+  SimOptions options = ScenarioPreset("default");
+  options.verify_sample = 8;
+  const ScenarioReport report = RunScenario(options, nullptr);
+  EXPECT_EQ(ExitCode({report}), 0) << Describe(report);
+  SimOptions full = options;
+  full.verify_sample = 1;
+  // Protected tokens count the writes and the sweeps too, which do not sample.
+  const int64_t at_one = RunScenario(full, nullptr).coverage.protected_tokens;
+  EXPECT_LT(report.coverage.protected_tokens, at_one / 2) << "K = 8 checked over half of K = 1's";
 }
 
 // The other presets, shortened: each detects every fault class it enables.

@@ -353,6 +353,11 @@ TEST(SimOptions, RejectsNegativeCountsAndAnEmptyHostTier) {
   o.sweep_interval = -2;
   ExpectRejected(o, "--sweep-interval must be at least 0, got -2");
   o = SimOptions();
+  o.verify_sample = 0;
+  ExpectRejected(o, "--verify-sample must be at least 1, got 0");
+  o.verify_sample = 65537;
+  ExpectRejected(o, "--verify-sample must be at most 65536, got 65537");
+  o = SimOptions();
   o.num_layers = 0;
   ExpectRejected(o, "--layers must be at least 1, got 0");
   o = SimOptions();
