@@ -219,8 +219,9 @@ std::string Config::ToString() const {
       << ", report_untouched_rows=" << BoolName(report_untouched_rows)
       << ", allreduce_violation_signal=" << BoolName(allreduce_violation_signal)
       << ", incident_file='" << incident_file << "'"
-      << ", fused_verify=" << BoolName(fused_verify) << ", verify_sample=" << verify_sample
-      << ", fingerprint_layers=" << FingerprintLayersName(fingerprint_layers) << ")";
+      << ", fused_verify=" << BoolName(fused_verify)
+      << ", fingerprint_layers=" << FingerprintLayersName(fingerprint_layers)
+      << ", verify_sample=" << verify_sample << ")";
   return out.str();
 }
 

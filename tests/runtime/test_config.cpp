@@ -172,9 +172,9 @@ TEST(Config, FingerprintLayersIsLayer0UnlessSetToAll) {
             }),
             "kv-canary: fingerprint_layers must be one of layer0/all, got 'every'");
   Config config;
-  EXPECT_NE(config.ToString().find("fingerprint_layers=layer0)"), std::string::npos);
+  EXPECT_NE(config.ToString().find(", fingerprint_layers=layer0,"), std::string::npos);
   config.fingerprint_layers = FingerprintLayers::kAll;
-  EXPECT_NE(config.ToString().find("fingerprint_layers=all)"), std::string::npos);
+  EXPECT_NE(config.ToString().find(", fingerprint_layers=all,"), std::string::npos);
   EXPECT_STREQ(FingerprintLayersName(FingerprintLayers::kAll), "all");
 }
 

@@ -95,14 +95,14 @@ struct Config {
   // (FusedVerify after an offsets-only plan), so the per-step workspace holds no per-entry plan
   // arrays and never overflows. false: SGLang's plan arrays, split into chunks on overflow.
   bool fused_verify = true;
+  // KVCANARY_FINGERPRINT_LAYERS (kvcanary): the layers of GroupSpec::k_layers / v_layers a slot's
+  // real-KV fingerprint folds (FingerprintLayers). Has no effect with real_data none.
+  FingerprintLayers fingerprint_layers = FingerprintLayers::kLayer0;
   // KVCANARY_VERIFY_SAMPLE (kvcanary): HEAD and TAIL verify a rotating 1/K of every request's
   // prefix plus its newest record, so each record is re-verified at least once every K forwards
   // (docs/sampled_verify.md); the sweep still checks everything. 1 = every record, every
   // forward. In [1, kMaxVerifySample = 65536].
   int64_t verify_sample = 1;
-  // KVCANARY_FINGERPRINT_LAYERS (kvcanary): the layers of GroupSpec::k_layers / v_layers a slot's
-  // real-KV fingerprint folds (FingerprintLayers). Has no effect with real_data none.
-  FingerprintLayers fingerprint_layers = FingerprintLayers::kLayer0;
 
   // Throws the first error: an integer field outside its range ("kv-canary: <field> must be in
   // [lo, hi], got v"), then sweep_interval > 0 with mode none.
