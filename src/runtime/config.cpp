@@ -35,6 +35,7 @@ std::string Normalize(std::string_view value) { return Lower(Trim(value)); }
 constexpr const char* kModeNames[] = {"none", "log", "raise"};
 constexpr const char* kRealDataNames[] = {"none", "partial", "all"};
 constexpr const char* kGroupKindNames[] = {"FULL", "SWA"};
+constexpr const char* kFingerprintLayersNames[] = {"layer0", "all"};
 
 template <typename Enum, size_t N>
 const char* NameOf(const char* const (&names)[N], Enum value, const char* unknown = "unknown") {
@@ -123,6 +124,9 @@ std::optional<uint64_t> ParseSeed(std::string_view var, std::string_view value) 
 const char* ModeName(Mode mode) { return NameOf(kModeNames, mode); }
 const char* RealDataName(RealKvHashMode mode) { return NameOf(kRealDataNames, mode); }
 const char* GroupKindName(GroupKind kind) { return NameOf(kGroupKindNames, kind, "UNKNOWN"); }
+const char* FingerprintLayersName(FingerprintLayers layers) {
+  return NameOf(kFingerprintLayersNames, layers);
+}
 
 EnvLookup ProcessEnv() {
   return [](const std::string& name) -> std::optional<std::string> {
@@ -140,6 +144,13 @@ Mode ParseMode(std::string_view value) {
 RealKvHashMode ParseRealData(std::string_view value) {
   if (const auto mode = FindName<RealKvHashMode>(kRealDataNames, value)) return *mode;
   ThrowError("kv-canary: real_data must be one of none/partial/all, got '", value, "'");
+}
+
+FingerprintLayers ParseFingerprintLayers(std::string_view value) {
+  if (const auto layers = FindName<FingerprintLayers>(kFingerprintLayersNames, value)) {
+    return *layers;
+  }
+  ThrowError("kv-canary: fingerprint_layers must be one of layer0/all, got '", value, "'");
 }
 
 GroupKind ParseGroupKind(std::string_view raw) {
@@ -208,7 +219,9 @@ std::string Config::ToString() const {
       << ", report_untouched_rows=" << BoolName(report_untouched_rows)
       << ", allreduce_violation_signal=" << BoolName(allreduce_violation_signal)
       << ", incident_file='" << incident_file << "'"
-      << ", fused_verify=" << BoolName(fused_verify) << ", verify_sample=" << verify_sample << ")";
+      << ", fused_verify=" << BoolName(fused_verify)
+      << ", fingerprint_layers=" << FingerprintLayersName(fingerprint_layers)
+      << ", verify_sample=" << verify_sample << ")";
   return out.str();
 }
 
@@ -217,6 +230,8 @@ Config Config::FromEnv(const EnvLookup& env) {
   ReadVar(env, "KVCANARY_MODE", EnumParser(ParseMode), [&](Mode v) { config.mode = v; });
   ReadVar(env, "KVCANARY_REAL_DATA", EnumParser(ParseRealData),
           [&](RealKvHashMode v) { config.real_data = v; });
+  ReadVar(env, "KVCANARY_FINGERPRINT_LAYERS", EnumParser(ParseFingerprintLayers),
+          [&](FingerprintLayers v) { config.fingerprint_layers = v; });
   for (const IntSetting& setting : kIntSettings) {
     ReadVar(env, setting.var, ParseInt, [&](int64_t v) {
       CheckInRange(setting.var, v, setting.lo, setting.hi);
