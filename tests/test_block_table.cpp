@@ -26,7 +26,7 @@ namespace kvcanary::testing {
 namespace {
 
 constexpr int64_t kBlockSizes[] = {1, 16, 3, 7, 2};
-constexpr int64_t kRingCapacity = 64;
+constexpr int64_t kRingCapacity = 4096;
 
 // A random block table, its int32/int64 storage (a row view when padded) and the req_to_token it
 // describes.
@@ -238,7 +238,11 @@ void ExpectSamePlan(const PlanBuffers& a, const PlanBuffers& b) {
 
 void ExpectSameState(const BackendRunner& runner, const CanaryState& a, const CanaryState& b) {
   EXPECT_EQ(b.canary.values(), a.canary.values());
-  EXPECT_EQ(runner.InLaunchOrder(b.rows()), runner.InLaunchOrder(a.rows()));
+  // Past the ring's capacity a CUDA launch keeps whichever rows reserved first: only the count
+  // (the write index below) is deterministic then.
+  if (a.write_index[0] <= kRingCapacity) {
+    EXPECT_EQ(runner.InLaunchOrder(b.rows()), runner.InLaunchOrder(a.rows()));
+  }
   EXPECT_EQ(b.write_index[0], a.write_index[0]);
   EXPECT_EQ(b.slot_run_counter[0], a.slot_run_counter[0]);
   EXPECT_EQ(b.kernel_run_counter[0], a.kernel_run_counter[0]);
