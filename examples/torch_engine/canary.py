@@ -17,7 +17,6 @@ import torch
 
 from .scheduler import ForwardPlan
 
-REAL_KV_SOURCES_MAX = 4  # layers per group the runtime folds into one fingerprint
 
 
 class Canary:
@@ -26,8 +25,6 @@ class Canary:
         from kvcanary import runtime as kvr  # only an engine running the canary needs it
 
         self._kvr = kvr
-        if len(kv_caches) > REAL_KV_SOURCES_MAX:
-            raise ValueError(f"at most {REAL_KV_SOURCES_MAX} layers can be fingerprinted")
         _, num_blocks, _, heads, head_dim = kv_caches[0].shape
         slots = num_blocks * block_size
         group = kvr.GroupSpec(
@@ -36,7 +33,9 @@ class Canary:
             page_size=block_size, bytes_per_token=heads * head_dim * kv_caches[0].element_size())
         # report_untouched_rows: a never-written record read by a verify is shown like any other
         # violation (by default it is only counted), so the attribution sees every row.
+        # fingerprint_layers all: a record's real-KV hash folds every layer's K (or V) bytes.
         config = kvr.Config(mode="log", real_data=real_data, enable_mha_v=True,
+                            fingerprint_layers="all",
                             report_untouched_rows=True, stats_print_every_n_steps=0)
         self.log_lines: list[tuple[str, str]] = []  # (level, text): the runtime's log
         self._verbose = verbose

@@ -81,6 +81,12 @@ const FieldTable<Config>& ConfigFields() {
       BoolField("allreduce_violation_signal", &Config::allreduce_violation_signal),
       StrField("incident_file", &Config::incident_file),
       BoolField("fused_verify", &Config::fused_verify),
+      {"fingerprint_layers",
+       [](const Config& c) { return py::str(runtime::FingerprintLayersName(c.fingerprint_layers)); },
+       [](Config& c, py::handle v) {
+         c.fingerprint_layers =
+             runtime::ParseFingerprintLayers(StrArg(v, "fingerprint_layers"));
+       }},
   };
   return table;
 }
@@ -125,8 +131,8 @@ const FieldTable<GroupSpecArgs>& GroupSpecFields() {
       Int64Field("num_slots", &GroupSpecArgs::num_slots),
       TensorField("k_layer0", &GroupSpecArgs::k_layer0),
       TensorField("v_layer0", &GroupSpecArgs::v_layer0),
-      TensorListField("k_layers", &GroupSpecArgs::k_layers, kMaxRealKvSources),
-      TensorListField("v_layers", &GroupSpecArgs::v_layers, kMaxRealKvSources),
+      TensorListField("k_layers", &GroupSpecArgs::k_layers, kMaxRealKvLayers),
+      TensorListField("v_layers", &GroupSpecArgs::v_layers, kMaxRealKvLayers),
       Int64Field("page_size", &GroupSpecArgs::page_size),
       OptionalInt64Field("bytes_per_token", &GroupSpecArgs::bytes_per_token),
       TensorField("full_to_swa", &GroupSpecArgs::full_to_swa),

@@ -25,7 +25,7 @@ struct GroupSpecArgs {
   int64_t num_slots = 0;
   pybind11::object k_layer0 = pybind11::none();
   pybind11::object v_layer0 = pybind11::none();
-  std::vector<pybind11::object> k_layers;  // instead of k_layer0/v_layer0: up to 4 layers each
+  std::vector<pybind11::object> k_layers;  // instead of k_layer0/v_layer0: up to 1024 layers each
   std::vector<pybind11::object> v_layers;
   int64_t page_size = 1;
   std::optional<int64_t> bytes_per_token;

@@ -92,8 +92,8 @@ def test_a_flip_in_any_listed_layer_is_caught():
     k_layers = [engine.k] + [torch.zeros_like(engine.k) for _ in range(3)]
     v_layers = [engine.v, torch.zeros_like(engine.v)]
     group = engine.group(k_layer0=None, v_layer0=None, k_layers=k_layers, v_layers=v_layers)
-    canary = engine.install(kvr.Config(mode="log", real_data="all", enable_mha_v=True),
-                            groups=[group], log=lambda level, text: None)
+    config = kvr.Config(mode="log", real_data="all", enable_mha_v=True, fingerprint_layers="all")
+    canary = engine.install(config, groups=[group], log=lambda level, text: None)
     assert steps(engine, canary, 3) == []
     last = k_layers[3]
     del k_layers, v_layers, group  # the runtime keeps the layers it reads
@@ -110,8 +110,8 @@ def test_layers_refused():
                        match="^kv-canary: group FULL k_layers and k_layer0 are both given"):
         engine.install(kvr.Config(mode="log"), groups=[engine.group(k_layers=[engine.k])])
     with pytest.raises(ValueError,
-                       match=r"^kv-canary: k_layers must hold at most 4 tensors, got 5"):
-        engine.group(k_layers=[engine.k] * 5)
+                       match=r"^kv-canary: k_layers must hold at most 1024 tensors, got 1025"):
+        engine.group(k_layers=[engine.k] * 1025)
     with pytest.raises(kvcanary.KvCanaryTypeError, match=r"^kv-canary: v_layers\[1\] must be a "):
         engine.group(v_layers=[engine.v, "layer"])
 

@@ -12,14 +12,11 @@ std::string HalfName(const GroupSpec& spec, const char* half) {
   return std::string("group ") + GroupKindName(spec.kind) + " " + half + "_layers";
 }
 
-// The listed layers a fingerprint folds (Config::fingerprint_layers): all of them, or layer 0 of a
-// list longer than kMaxRealKvSources (a shorter list folds every layer, as before the option).
+// The listed layers a fingerprint folds (Config::fingerprint_layers): every one, or the first
+// (layer 0, SGLang's fingerprint).
 std::vector<TensorView> FingerprintedLayers(const std::vector<TensorView>& listed,
                                             const Config& config) {
-  if (config.fingerprint_layers == FingerprintLayers::kAll ||
-      listed.size() <= static_cast<size_t>(kMaxRealKvSources)) {
-    return listed;
-  }
+  if (config.fingerprint_layers == FingerprintLayers::kAll || listed.size() <= 1) return listed;
   return {listed.front()};
 }
 

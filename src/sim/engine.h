@@ -145,11 +145,9 @@ class Engine {
   ReqToTokenTable& table() { return *table_; }
   // The paged layout's block table; null with --block-size 0.
   BlockTable* block_table() { return blocks_.get(); }
-  // Layers whose KV bytes the canary fingerprints: every layer with --fingerprint-layers all;
-  // else layer 0, or with a block table the first kMaxRealKvSources (GroupSpec::k_layers).
+  // Layers whose KV bytes the canary fingerprints: every layer with --fingerprint-layers all
+  // (the paged preset's setting), else layer 0.
   int FingerprintedLayers() const;
-  // The layers the layer0 setting folds: those a deep-layer fault skips.
-  int Layer0SettingLayers() const;
   // Hands out slots, or blocks with a block table.
   SlotAllocator& allocator() { return *allocator_; }
   RadixCache& radix() { return *radix_; }

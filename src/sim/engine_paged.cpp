@@ -11,12 +11,7 @@ namespace kvcanary::sim {
 bool Engine::FingerprintsAllLayers() const { return options_.fingerprint_layers == "all"; }
 
 int Engine::FingerprintedLayers() const {
-  return FingerprintsAllLayers() ? pool_->num_layers() : Layer0SettingLayers();
-}
-
-int Engine::Layer0SettingLayers() const {
-  if (!blocks_) return 1;
-  return std::min(pool_->num_layers(), kMaxRealKvSources);
+  return FingerprintsAllLayers() ? pool_->num_layers() : 1;
 }
 
 void Engine::DescribePerTokenPool(runtime::GroupSpec& full) const {

@@ -114,9 +114,8 @@ void FaultInjector::InjectRealKvDeepLayer(Engine& engine, Batch& batch) {
   const int64_t pos = Uniform(0, victim->kv_len - 1);
   const BlockTable* blocks = engine.block_table();
   const int64_t slot = blocks != nullptr ? blocks->SlotAt(victim->row, pos) : victim->slots[pos];
-  // A layer past those the layer0 setting folds: only --fingerprint-layers all can see it.
-  const int layer =
-      static_cast<int>(Uniform(engine.Layer0SettingLayers(), engine.pool().num_layers() - 1));
+  // A layer past layer 0: only --fingerprint-layers all can see it.
+  const int layer = static_cast<int>(Uniform(1, engine.pool().num_layers() - 1));
   const int kv = static_cast<int>(Uniform(0, 1));
   const int64_t byte = Uniform(0, 15);  // inside the 16 bytes `partial` fingerprints
   engine.pool().FlipByte(layer, kv, slot, byte);

@@ -361,6 +361,7 @@ SimOptions ScenarioPreset(std::string_view name) {
     // vLLM's layout: 16-token blocks, a [rows, max_blocks] block table, a prefix cache that
     // shares whole blocks only.
     o.block_size = 16;
+    o.fingerprint_layers = "all";  // every layer of the pool, as k_layers lists them
     return o;
   }
   if (name == "soak") {

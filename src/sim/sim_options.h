@@ -94,7 +94,7 @@ struct SimOptions {
   // --- the canary ---
   std::string mode = "log";           // "none", "log" (violations go to the report) or "raise"
   std::string real_data = "partial";  // real-KV hashing: "none", "partial" (16 bytes) or "all"
-  // Layers fingerprinted: "layer0" (layer 0; a paged pool's first four) or "all" (every layer).
+  // Layers fingerprinted: "layer0" (layer 0) or "all" (every layer; the paged preset's).
   std::string fingerprint_layers = "layer0";
   int64_t sweep_interval = 8;         // steps between SWEEP verifies of cached slots; 0 = off
   int64_t verify_sample = 1;  // HEAD/TAIL verify a rotating 1/K of every prefix (Config); 1 = all
@@ -116,8 +116,8 @@ struct SimOptions {
 // (sweep_interval > 0, the only verify that reads cache-only slots); the paged classes need
 // block_size > 0, and the classes that break req_to_token itself (req_to_token, stride_view,
 // wrong_stride_read, stale_slot_reuse) need block_size 0; real_kv_deep_layer needs a pool of more
-// than four layers (num_layers > kMaxRealKvSources), so that a layer lies beyond those the
-// fingerprint_layers=layer0 setting folds in either layout. Everything else applies to every
+// than four layers (num_layers > kMaxRealKvSources), so no preset (four layers) injects it and a
+// run asks for it with --layers. Everything else applies to every
 // engine. The canary's own settings (mode, real_data) do not count: a fault the canary is
 // configured too weakly to see is still injected and must show up as undetected.
 bool FaultApplies(FaultKind fault, const SimOptions& options);

@@ -184,6 +184,7 @@ TEST(BlockTableRuntime, ForwardOverrideOfTheOtherKindIsRefused) {
 TEST(BlockTableRuntime, EveryListedLayerIsFingerprinted) {
   FakeEngineOptions options = PagedOptions(/*block_table=*/true);
   options.layers = 3;
+  options.config.fingerprint_layers = FingerprintLayers::kAll;
   FakeEngine engine(options);
   std::vector<ViolationRow> rows;
   engine.canary->SetViolationListener(
@@ -217,6 +218,7 @@ TEST(BlockTableRuntime, LayerListsAreChecked) {
     {
       InstallCase c(device);
       c.config.verify_backup = true;
+      c.config.fingerprint_layers = FingerprintLayers::kAll;
       c.args.groups[0].k_layers.assign(2, c.table.View(DType::kUInt8, {32, 16}));
       EXPECT_EQ(c.Refusal(),
                 "kv-canary: verify_backup re-hashes one host layer; group FULL k_layers has 2 "
