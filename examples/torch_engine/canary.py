@@ -48,6 +48,7 @@ class Canary:
         self._new_rows: list = []
         self.runtime.on_violation(lambda row, _step: self._new_rows.append(row))
         self.block_size = block_size
+        self.runtime_device = block_table.device
 
     def _log(self, level: str, text: str) -> None:
         """Keeps the runtime's log lines (one WARNING per violation row) for the report."""
@@ -76,6 +77,18 @@ class Canary:
             block_ids=plan.block_ids(self.block_size))
         self.runtime.begin_step([batch], [host])
         self.runtime.pre_forward(0)
+
+    def drain(self) -> list:
+        """An empty step after the last forward: its end_step reports that forward's rows."""
+        empty = torch.zeros(1, dtype=torch.int64, device=self.runtime_device)  # [>= 0] each
+        batch = self._kvr.ForwardBatch(
+            batch_size=0, num_tokens=0, req_pool_indices=empty, prefix_lens=empty,
+            extend_seq_lens=empty, input_ids=empty, positions=empty, out_cache_loc=empty)
+        host = self._kvr.ForwardHostInput(req_pool_indices=[], prefix_lens=[], extend_seq_lens=[],
+                                          block_ids=[])
+        self.runtime.begin_step([batch], [host])
+        self.runtime.pre_forward(0)
+        return self.end()
 
     def end(self) -> list:
         """Phase 3 and 4 after the model ran; returns the violation rows reported this step."""

@@ -70,6 +70,10 @@ def run(config: RunConfig) -> RunResult:
         result.forwards += 1
         result.violations += len(rows)
         injector.after_forward(step, rows, sched)
+    if canary is not None:  # the last forward's rows are reported by one more (empty) step
+        rows = canary.drain()
+        result.violations += len(rows)
+        injector.after_forward(result.steps, rows, sched)
     result.false_positives = injector.false_positives
     result.cache_hits, result.evictions = sched.pool.hits, sched.pool.evictions
     if canary is not None:

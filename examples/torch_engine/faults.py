@@ -59,6 +59,10 @@ class Injection:
         return slot in self.slots or slot in self.successors
 
 
+def _order(row) -> tuple:
+    return row.slot_idx, row.kernel_kind
+
+
 class FaultInjector:
     def __init__(self, kinds: list[str], steps: int, seed: int, real_data: str):
         self.rng = random.Random(seed * 7919 + 17)
@@ -201,7 +205,10 @@ class FaultInjector:
                 self.false_positives.append((step, row))
                 continue
             owner.rows_explained += 1
-            if owner.detected_step < 0:
+            # The detection: the first step's row of lowest (slot, launch tag), as a CUDA ring
+            # holds a step's rows in no fixed order.
+            if owner.detected_step in (-1, step) and (
+                    owner.detected_row is None or _order(row) < _order(owner.detected_row)):
                 owner.detected_step, owner.detected_row = step, row
         inj = self.open
         if inj and (inj.detected_step >= 0 or step - inj.step >= HORIZON):
@@ -221,9 +228,8 @@ class FaultInjector:
             return
         damaged = set(inj.damaged_blocks)
         for victim in inj.victims:  # blocks the victim cached after the fault share its damage
-            if inj.kind != "freed_reuse":
-                damaged |= {b for b in victim.blocks
-                            if sched.pool.cached_at.get(b, -1) >= inj.step}
+            damaged |= {b for b in victim.blocks if sched.pool.cached_at.get(b, -1) >= inj.step}
+        damaged.discard(inj.stolen_block)  # its new owner's records are sound
         sharers = [r for r in sched.running if r not in inj.victims and damaged & set(r.blocks)]
         inj.victims += sharers
         for block in damaged:

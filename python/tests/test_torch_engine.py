@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+import kvcanary
+
 torch = pytest.importorskip("torch")
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
@@ -26,8 +28,8 @@ from torch_engine.model import Forward, ModelConfig, TinyDecoder  # noqa: E402
 FAULTS = ("block_swap", "freed_reuse", "kv_flip", "stale_slot_mapping")
 
 
-def run_example(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, str(EXAMPLES / "torch_engine.py"), "--device", "cpu",
+def run_example(*args: str, device: str = "cpu") -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(EXAMPLES / "torch_engine.py"), "--device", device,
                            *args], capture_output=True, text=True, timeout=600, env=os.environ)
 
 
@@ -41,8 +43,13 @@ def table_rows(stdout: str) -> dict:
     return rows
 
 
-def test_every_fault_is_detected_and_every_violation_explained():
-    proc = run_example("--faults", "all")
+HAVE_CUDA = torch.cuda.is_available() and kvcanary._kvcanary.HAVE_CUDA
+ON_CUDA = pytest.mark.skipif(not HAVE_CUDA, reason="no CUDA device or backend")
+
+
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=ON_CUDA)])
+def test_every_fault_is_detected_and_every_violation_explained(device):
+    proc = run_example("--faults", "all", device=device)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     rows = table_rows(proc.stdout)
     assert sorted(rows) == sorted(FAULTS)
