@@ -81,6 +81,7 @@ const FieldTable<Config>& ConfigFields() {
       BoolField("allreduce_violation_signal", &Config::allreduce_violation_signal),
       StrField("incident_file", &Config::incident_file),
       BoolField("fused_verify", &Config::fused_verify),
+      Int64Field("verify_sample", &Config::verify_sample),
   };
   return table;
 }
