@@ -5,8 +5,8 @@
 // instance checks CUDA against the CPU and the block table against the per-token table at once.
 // Covered: Plan (full and offsets-only), PlanOffsets + PlanEntries, Verify, FusedVerify (records
 // partly corrupt, so rows are recorded) and Write; int32 and int64 block tables; block sizes 1, 16
-// and non-powers of two; padding rows, clamped rows and positions, SWA tables, token pools and
-// block ids outside the pool.
+// and non-powers of two; padding rows, clamped rows and positions, SWA tables, token pools, block
+// ids outside the pool, and sampled verify (K in [2, 16], phases or none) in a third of the cases.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -85,6 +85,8 @@ PagedTable RandomTable(Rng& rng, int64_t block_size, int64_t num_blocks) {
 struct Forward {
   std::vector<int64_t> rp, prefix, extend, lut, valid_lens;
   int64_t window = 0;
+  int64_t sample = 1;           // sampled verify's K
+  std::vector<int64_t> phases;  // its verify_phase (empty: absent)
   std::optional<HostTensor<int32_t>> pool;
   int64_t tokens() const {
     int64_t n = 0;
@@ -143,7 +145,8 @@ class ForwardTensors {
         prefix_(HostTensor<int64_t>::Of(f.prefix)),
         extend_(HostTensor<int64_t>::Of(f.extend)),
         lut_(HostTensor<int64_t>::Of(f.lut)),
-        valid_lens_(HostTensor<int64_t>::Of(f.valid_lens)) {}
+        valid_lens_(HostTensor<int64_t>::Of(f.valid_lens)),
+        phases_(HostTensor<int64_t>::Of(f.phases)) {}
 
   ::kvcanary::PlanInputs Inputs(bool paged) const {
     ::kvcanary::PlanInputs in = BatchInputs(rp_.view(), prefix_.view(), extend_.view(),
@@ -153,6 +156,8 @@ class ForwardTensors {
       in.block_size = t_.block_size;
     }
     in.swa_window_size = f_.window;
+    in.verify_sample = f_.sample;
+    if (!f_.phases.empty()) in.verify_phase = phases_.view();
     if (!f_.lut.empty()) in.full_to_swa_index_mapping = lut_.view();
     if (f_.pool.has_value()) {
       in.req_to_verify_expected_tokens = f_.pool->view();
@@ -164,7 +169,7 @@ class ForwardTensors {
  private:
   const PagedTable& t_;
   const Forward& f_;
-  HostTensor<int64_t> rp_, prefix_, extend_, lut_, valid_lens_;
+  HostTensor<int64_t> rp_, prefix_, extend_, lut_, valid_lens_, phases_;
 };
 
 // Everything one layout's run produces.
@@ -281,7 +286,14 @@ TEST_P(BlockTable, EveryOpReadsItAsTheReqToTokenItDescribes) {
     const int64_t block_size = kBlockSizes[seed % std::size(kBlockSizes)];
     const int64_t num_slots = rng.Uniform(2, 24) * block_size;
     const PagedTable table = RandomTable(rng, block_size, num_slots / block_size);
-    const Forward forward = RandomForward(rng, table, num_slots);
+    Forward forward = RandomForward(rng, table, num_slots);
+    if (seed % 3 == 0) {  // sampled verify, from its own stream: the other cases stay as they were
+      Rng sampling(seed + 7000);
+      forward.sample = sampling.Uniform(2, 16);
+      for (int64_t n = sampling.Uniform(0, 4); n > 0; --n) {
+        forward.phases.push_back(sampling.Uniform(-20, 20));
+      }
+    }
     CanaryState records(num_slots, kRingCapacity);
     FillRecords(rng, table, forward, records);
     const int64_t bs = static_cast<int64_t>(forward.rp.size());

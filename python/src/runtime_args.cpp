@@ -87,6 +87,7 @@ const FieldTable<Config>& ConfigFields() {
          c.fingerprint_layers =
              runtime::ParseFingerprintLayers(StrArg(v, "fingerprint_layers"));
        }},
+      Int64Field("verify_sample", &Config::verify_sample),
   };
   return table;
 }

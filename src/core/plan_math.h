@@ -140,16 +140,37 @@ KVC_HOST_DEVICE int64_t RowOfEntry(const int64_t* scratch, int64_t bs, int64_t e
   return lo;
 }
 
-// The position of entry e in row r: the row's first verified position plus e's offset in the row,
-// or with sampled verify the (e - offset)-th sampled position of the row.
+// Where batch row r's verified positions lie: what locating its j-th entry needs, derived once
+// per row (a walk over a row's entries reuses it).
+struct RowPositions {
+  int64_t start = 0;         // the first verified position
+  int64_t end = 0;           // prefix_len
+  SampledPositions sampled;  // with sampled verify
+};
+
+KVC_HOST_DEVICE RowPositions RowPositionsOf(const PlanInputParams& in, int64_t r) {
+  RowPositions row;
+  row.end = in.prefix_lens[r];
+  row.start = WindowStart(row.end, in.swa_window_size);
+  if (in.verify_sample > 1) {
+    row.sampled = SamplePositions(row.start, row.end, in.verify_sample,
+                                  SampleResidue(in, in.req_pool_indices[r]));
+  }
+  return row;
+}
+
+// The position of the row's j-th entry: its first verified position plus j, or with sampled
+// verify its j-th sampled position.
+KVC_HOST_DEVICE int64_t PositionInRow(const PlanInputParams& in, const RowPositions& row,
+                                      int64_t j) {
+  if (in.verify_sample <= 1) return WrapAdd(row.start, j);
+  return SampledPosition(row.sampled, row.end, in.verify_sample, j);
+}
+
+// The position of entry e in row r (whose entries begin at scratch[r]).
 KVC_HOST_DEVICE int64_t EntryPosition(const PlanInputParams& in, const int64_t* scratch, int64_t r,
                                       int64_t e) {
-  const int64_t prefix_len = in.prefix_lens[r];
-  const int64_t start = WindowStart(prefix_len, in.swa_window_size);
-  if (in.verify_sample <= 1) return WrapAdd(start, WrapSub(e, scratch[r]));
-  const SampledPositions sampled = SamplePositions(start, prefix_len, in.verify_sample,
-                                                   SampleResidue(in, in.req_pool_indices[r]));
-  return SampledPosition(sampled, prefix_len, in.verify_sample, WrapSub(e, scratch[r]));
+  return PositionInRow(in, RowPositionsOf(in, r), WrapSub(e, scratch[r]));
 }
 
 }  // namespace kvcanary

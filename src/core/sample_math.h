@@ -30,6 +30,18 @@ struct SampledPositions {
   KVC_HOST_DEVICE int64_t Count() const { return strided + (tail ? 1 : 0); }
 };
 
+// a % b for a >= 0 and b >= 1, in 32 bits when a fits: a 64-bit division is tens of instructions
+// on a GPU, and every derived entry divides.
+KVC_HOST_DEVICE int64_t RemainderOf(int64_t a, int64_t b) {
+  if (a <= 0xFFFFFFFFll) return static_cast<uint32_t>(a) % static_cast<uint32_t>(b);
+  return a % b;
+}
+// a / b for a >= 0 and b >= 1, likewise.
+KVC_HOST_DEVICE int64_t QuotientOf(int64_t a, int64_t b) {
+  if (a <= 0xFFFFFFFFll) return static_cast<uint32_t>(a) / static_cast<uint32_t>(b);
+  return a / b;
+}
+
 // A phase of any value reduced into [0, sample).
 KVC_HOST_DEVICE int64_t ReducePhase(int64_t phase, int64_t sample) {
   const int64_t reduced = phase % sample;
@@ -41,7 +53,9 @@ KVC_HOST_DEVICE int64_t ReducePhase(int64_t phase, int64_t sample) {
 KVC_HOST_DEVICE int64_t SampleResidue(const PlanInputParams& in, int64_t rp) {
   const int64_t phase =
       in.verify_phase != nullptr ? in.verify_phase[ClampIndex(rp, in.verify_phase_len)] : 0;
-  return (in.verify_sample - ReducePhase(phase, in.verify_sample)) % in.verify_sample;
+  const int64_t reduced =
+      phase >= 0 ? RemainderOf(phase, in.verify_sample) : ReducePhase(phase, in.verify_sample);
+  return reduced == 0 ? 0 : in.verify_sample - reduced;
 }
 
 // The sampled positions of [start, end). REQUIRES start >= 0 and sample >= 1 (so no difference
@@ -53,11 +67,12 @@ KVC_HOST_DEVICE SampledPositions SamplePositions(int64_t start, int64_t end, int
   if (end <= start) return sampled;
   const int64_t first_touched = start / kRun;
   const int64_t last_touched = (end - 1) / kRun;
-  const int64_t ahead = ((residue - first_touched % sample) % sample + sample) % sample;
+  int64_t ahead = residue - RemainderOf(first_touched, sample);  // in (-sample, sample)
+  if (ahead < 0) ahead += sample;
   const int64_t span = last_touched - first_touched;  // runs after the first touched one
   sampled.first_run = first_touched + ahead;
-  const int64_t runs = ahead <= span ? (span - ahead) / sample + 1 : 0;
-  sampled.tail = runs == 0 || (span - ahead) % sample != 0;
+  const int64_t runs = ahead <= span ? QuotientOf(span - ahead, sample) + 1 : 0;
+  sampled.tail = runs == 0 || (span - ahead) != (runs - 1) * sample;
   if (runs == 0) return sampled;
   sampled.skip = ahead == 0 ? start - first_touched * kRun : 0;
   const int64_t clip_back = sampled.tail ? 0 : kRun - 1 - (end - 1) % kRun;

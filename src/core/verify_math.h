@@ -59,9 +59,8 @@ KVC_HOST_DEVICE int64_t CheckEntry(const LaunchParams& launch, bool check_token,
       reachable ? ToSigned(PredecessorHash(launch, entry.prev_slot)) : stored.prev_hash;
   const int64_t bits = EntryFailBits(launch, check_token, entry, stored, reachable, expected_hash);
   if (bits != 0) {
-    *row = ViolationRow{launch.kernel_kind, entry.slot,          stored.position,
-                        stored.token,       entry.expected_token, stored.prev_hash,
-                        expected_hash,      bits};
+    *row = ViolationRow{launch.kernel_kind,   entry.slot,       stored.position, stored.token,
+                        entry.expected_token, stored.prev_hash, expected_hash,   bits};
   }
   return bits;
 }
@@ -83,28 +82,26 @@ KVC_HOST_DEVICE int64_t FusedEntryCount(const FusedVerifyParams& p) {
   return ClampCount(*p.num_valid, p.capacity);  // D2
 }
 
-// Entry e of batch row r exactly as the plan-entries stage would store it. previous_entry_slot,
-// when given, is the slot of the entry before e in the same row whose position is one less (every
-// entry before e of a full verify; with sampled verify, only when it is adjacent), so it is the
-// predecessor.
-KVC_HOST_DEVICE VerifyEntry FusedEntryInRow(const FusedVerifyParams& p, int64_t r, int64_t e,
-                                            const int64_t* previous_entry_slot = nullptr) {
+// The entry of batch row r at `position` exactly as the plan-entries stage would store it.
+// previous_entry_slot, when given, is the slot of position - 1 of the same row (the entry before
+// it, when adjacent), so it is the predecessor.
+KVC_HOST_DEVICE VerifyEntry FusedEntryAt(const FusedVerifyParams& p, int64_t r, int64_t position,
+                                         const int64_t* previous_entry_slot = nullptr) {
   const int64_t rp = p.in.req_pool_indices[r];
-  const int64_t position = EntryPosition(p.in, p.scratch, r, e);
   VerifyEntry entry = DeriveVerifyEntry(p.in, rp, position, previous_entry_slot);
   entry.expected_token = p.check_token ? ExpectedToken(p.in.pool, r, rp, position) : -1;
   return entry;
 }
 
-// Only the slot of entry e of batch row r (what a prefetch needs).
-KVC_HOST_DEVICE int64_t FusedEntrySlot(const FusedVerifyParams& p, int64_t r, int64_t e) {
-  const int64_t position = EntryPosition(p.in, p.scratch, r, e);
+// Only the slot of batch row r at `position` (what a prefetch needs).
+KVC_HOST_DEVICE int64_t FusedSlotAt(const FusedVerifyParams& p, int64_t r, int64_t position) {
   return TranslateSlot(p.in.lut,
                        ReadReqToToken(p.in.req_to_token, p.in.req_pool_indices[r], position));
 }
 
 KVC_HOST_DEVICE VerifyEntry FusedEntry(const FusedVerifyParams& p, int64_t e) {
-  return FusedEntryInRow(p, RowOfEntry(p.scratch, p.in.bs, e), e);
+  const int64_t r = RowOfEntry(p.scratch, p.in.bs, e);
+  return FusedEntryAt(p, r, EntryPosition(p.in, p.scratch, r, e));
 }
 
 }  // namespace kvcanary

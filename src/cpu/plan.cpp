@@ -39,11 +39,16 @@ void EmitVerifyEntries(const PlanInputParams& in, const int64_t* scratch, int64_
   ForEachChunk(count, ChunkCount(count), [&](int, int64_t begin, int64_t end) {
     int64_t r = std::upper_bound(scratch, scratch + in.bs, begin) - scratch - 1;
     r = std::max<int64_t>(r, 0);
+    int64_t positions_row = -1;
+    RowPositions positions;
     for (int64_t tid = begin; tid < end; ++tid) {
       while (r + 1 < in.bs && scratch[r + 1] <= tid) ++r;
-      const int64_t rp = in.req_pool_indices[r];
-      const int64_t position = EntryPosition(in, scratch, r, tid);
-      StoreVerifyEntry(in, out, tid, r, rp, position);
+      if (r != positions_row) {  // a row's positions are derived once
+        positions = RowPositionsOf(in, r);
+        positions_row = r;
+      }
+      const int64_t position = PositionInRow(in, positions, WrapSub(tid, scratch[r]));
+      StoreVerifyEntry(in, out, tid, r, in.req_pool_indices[r], position);
     }
   });
 }

@@ -71,32 +71,44 @@ struct PlannedCursor {
 };
 
 // Entries derived from the plan inputs: the row found once by binary search, then walked forward
-// (the offsets are non-decreasing); an entry whose position follows the last entry's in its row
-// takes that entry's slot as its predecessor instead of reading the table again (every entry of
-// a full verify; a sampled verify's entries are K apart, bar its newest position).
+// (the offsets are non-decreasing), its positions derived once per row; an entry whose position
+// follows the last entry's in its row takes that entry's slot as its predecessor instead of
+// reading the table again (every entry of a full verify, all but the first of a sampled run).
 struct FusedCursor {
   FusedCursor(const FusedVerifyParams& p, int64_t first)
       : params(&p), row(RowOfEntry(p.scratch, p.in.bs, first)) {}
   VerifyEntry At(int64_t e) {
     const int64_t r = WalkTo(e);
-    const int64_t position = EntryPosition(params->in, params->scratch, r, e);
+    const int64_t position = PositionOf(r, e);
     const bool follows = r == last_row && position == WrapAdd(last_position, 1);
-    const VerifyEntry entry = FusedEntryInRow(*params, r, e, follows ? &last_slot : nullptr);
+    const VerifyEntry entry = FusedEntryAt(*params, r, position, follows ? &last_slot : nullptr);
     last_row = r;
     last_position = position;
     last_slot = entry.slot;
     return entry;
   }
-  int64_t SlotAt(int64_t e) { return FusedEntrySlot(*params, WalkTo(e), e); }
+  int64_t SlotAt(int64_t e) {
+    const int64_t r = WalkTo(e);
+    return FusedSlotAt(*params, r, PositionOf(r, e));
+  }
   int64_t WalkTo(int64_t e) {
     while (row + 1 < params->in.bs && params->scratch[row + 1] <= e) ++row;
     return row;
+  }
+  int64_t PositionOf(int64_t r, int64_t e) {
+    if (r != positions_row) {
+      positions = RowPositionsOf(params->in, r);
+      positions_row = r;
+    }
+    return PositionInRow(params->in, positions, WrapSub(e, params->scratch[r]));
   }
   const FusedVerifyParams* params;
   int64_t row;
   int64_t last_row = -1;
   int64_t last_position = 0;
   int64_t last_slot = 0;
+  int64_t positions_row = -1;
+  RowPositions positions;
 };
 
 }  // namespace

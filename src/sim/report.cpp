@@ -164,8 +164,11 @@ void PrintReport(std::ostream& out, const ScenarioReport& report) {
   }
   // Blank lines between the blocks keep them apart when the output is pasted as markdown.
   out << "scenario " << report.scenario << " on " << report.device << ": mode " << report.mode
-      << ", real-data " << report.real_data << "; faults enabled " << report.faults_enabled.size()
-      << " of " << AllFaults().size() << " (not enabled: " << FaultNames(inapplicable) << ")\n\n";
+      << ", real-data " << report.real_data;
+  // Shown only when sampling, so the full verify's header reads as it always has.
+  if (report.verify_sample > 1) out << ", verify-sample " << report.verify_sample;
+  out << "; faults enabled " << report.faults_enabled.size() << " of " << AllFaults().size()
+      << " (not enabled: " << FaultNames(inapplicable) << ")\n\n";
   PrintFaultTable(out, report);
   out << "\nlatency: steps from injection to the first violation it explains. corrupted: "
          "sampled tokens that differ from the oracle's.\n\n";

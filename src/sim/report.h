@@ -62,6 +62,7 @@ struct ScenarioReport {
   std::string device;
   std::string mode;
   std::string real_data;
+  int64_t verify_sample = 1;  // HEAD/TAIL verify a rotating 1/K of every prefix (--verify-sample)
   std::vector<FaultKind> faults_enabled;  // EnabledFaults() of the run's options
   std::vector<Injection> injections;      // in injection order
   std::vector<ObservedViolation> false_positives;

@@ -46,6 +46,7 @@ Json ScenarioJson(const ScenarioReport& report) {
   json["device"] = report.device;
   json["mode"] = report.mode;
   json["real_data"] = report.real_data;
+  json["verify_sample"] = report.verify_sample;
   json["faults_enabled"] = Json::array();
   for (FaultKind fault : report.faults_enabled) json["faults_enabled"].push_back(FaultName(fault));
   json["faults"] = Json::array();

@@ -104,6 +104,7 @@ ScenarioReport RunScenario(const SimOptions& options, const ProgressFn& progress
   report.device = options.device;
   report.mode = options.mode;
   report.real_data = options.real_data;
+  report.verify_sample = options.verify_sample;
   report.faults_enabled = EnabledFaults(options);
 
   int64_t step = 0;

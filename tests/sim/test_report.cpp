@@ -137,6 +137,15 @@ TEST(Report, PrintReportHasTheFaultRowsCoverageAndAPassLine) {
   EXPECT_EQ(LastLine(text).rfind("PASS: default", 0), 0u) << LastLine(text);
 }
 
+TEST(Report, TheHeaderNamesTheSamplingRateOnlyWhenSampling) {
+  ScenarioReport report = CleanReport();
+  EXPECT_NE(Printed(report).find("real-data partial; faults enabled"), std::string::npos);
+  report.verify_sample = 8;
+  EXPECT_NE(Printed(report).find("real-data partial, verify-sample 8; faults enabled"),
+            std::string::npos)
+      << Printed(report);
+}
+
 TEST(Report, PrintReportListsWhatFailedAndEndsWithFail) {
   ScenarioReport report = CleanReport();
   report.injections.push_back(Undetected(FaultKind::kRealKvUsed, 60, "req 2 row 1 pos 7 slot 5"));

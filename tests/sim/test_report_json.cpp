@@ -88,6 +88,7 @@ TEST(ReportJson, WrittenTextParsesBackToTheSameDocument) {
                                          "device",
                                          "mode",
                                          "real_data",
+                                         "verify_sample",
                                          "faults_enabled",
                                          "faults",
                                          "injections",

@@ -1,0 +1,51 @@
+"""kvcanary.runtime with sampled verify (Config.verify_sample, docs/sampled_verify.md): a clean run
+reports nothing and checks fewer records than the full verify; a corrupted record is reported
+within K + 1 steps; the rate is range-checked like every integer setting."""
+
+import pytest
+from runtime_engine import Engine
+
+from kvcanary import runtime as kvr
+
+
+def protected_tokens(sample, steps=40):
+    engine = Engine(context=64)
+    canary = engine.install(kvr.Config(mode="log", verify_sample=sample))
+    canary.mark_init_finished()
+    rows = []
+    canary.on_violation(lambda row, step: rows.append(row))
+    for _ in range(steps):
+        engine.step(canary)
+    assert rows == []
+    return canary.stats()["protected_tokens"]["TAIL_K_FULL"]
+
+
+def test_clean_sampled_run_reports_nothing_and_checks_fewer_records():
+    assert protected_tokens(4) < protected_tokens(1) * 0.7
+
+
+@pytest.mark.parametrize("position", [0, 5, 17])
+def test_corrupted_record_is_reported_within_k_steps(position):
+    engine = Engine(context=64)
+    canary = engine.install(kvr.Config(mode="log", verify_sample=4))
+    canary.mark_init_finished()
+    rows = []
+    canary.on_violation(lambda row, step: rows.append(row))
+    for _ in range(20):
+        engine.step(canary)
+    slots = engine.corrupt_record(canary, 1, position)
+    for steps in range(1, 6):
+        engine.step(canary)
+        if rows:
+            break
+    assert rows, "not reported within K + 1 steps"
+    assert {row.slot_idx for row in rows} <= slots
+
+
+def test_verify_sample_is_range_checked(monkeypatch):
+    assert kvr.Config().verify_sample == 1
+    monkeypatch.setenv("KVCANARY_VERIFY_SAMPLE", "8")
+    assert kvr.Config.from_env().verify_sample == 8
+    monkeypatch.setenv("KVCANARY_VERIFY_SAMPLE", "0")
+    with pytest.raises(ValueError, match=r"KVCANARY_VERIFY_SAMPLE must be in \[1, 65536\], got 0"):
+        kvr.Config.from_env()
