@@ -33,6 +33,7 @@ std::string Normalize(std::string_view value) { return Lower(Trim(value)); }
 // The names of an enum's values in value order (0, 1, 2, ...): one table serves both the name
 // of a value and the parse of a name.
 constexpr const char* kModeNames[] = {"none", "log", "raise"};
+constexpr const char* kOnViolationNames[] = {"log", "raise", "quarantine"};
 constexpr const char* kRealDataNames[] = {"none", "partial", "all"};
 constexpr const char* kGroupKindNames[] = {"FULL", "SWA"};
 
@@ -122,6 +123,7 @@ std::optional<uint64_t> ParseSeed(std::string_view var, std::string_view value) 
 
 const char* ModeName(Mode mode) { return NameOf(kModeNames, mode); }
 const char* RealDataName(RealKvHashMode mode) { return NameOf(kRealDataNames, mode); }
+const char* OnViolationName(OnViolation value) { return NameOf(kOnViolationNames, value); }
 const char* GroupKindName(GroupKind kind) { return NameOf(kGroupKindNames, kind, "UNKNOWN"); }
 
 EnvLookup ProcessEnv() {
@@ -140,6 +142,11 @@ Mode ParseMode(std::string_view value) {
 RealKvHashMode ParseRealData(std::string_view value) {
   if (const auto mode = FindName<RealKvHashMode>(kRealDataNames, value)) return *mode;
   ThrowError("kv-canary: real_data must be one of none/partial/all, got '", value, "'");
+}
+
+OnViolation ParseOnViolation(std::string_view value) {
+  if (const auto parsed = FindName<OnViolation>(kOnViolationNames, value)) return *parsed;
+  ThrowError("kv-canary: on_violation must be one of log/raise/quarantine, got '", value, "'");
 }
 
 GroupKind ParseGroupKind(std::string_view raw) {
@@ -192,6 +199,9 @@ void Config::Validate() const {
   if (sweep_interval > 0 && mode == Mode::kNone) {
     ThrowError("kv-canary: sweep_interval > 0 requires mode in {log, raise}");
   }
+  if (on_violation == OnViolation::kQuarantine && mode != Mode::kLog) {
+    ThrowError("kv-canary: on_violation quarantine requires mode log, got mode ", ModeName(mode));
+  }
 }
 
 std::string Config::ToString() const {
@@ -208,7 +218,8 @@ std::string Config::ToString() const {
       << ", report_untouched_rows=" << BoolName(report_untouched_rows)
       << ", allreduce_violation_signal=" << BoolName(allreduce_violation_signal)
       << ", incident_file='" << incident_file << "'"
-      << ", fused_verify=" << BoolName(fused_verify) << ", verify_sample=" << verify_sample << ")";
+      << ", fused_verify=" << BoolName(fused_verify) << ", verify_sample=" << verify_sample
+      << ", on_violation=" << OnViolationName(on_violation) << ")";
   return out.str();
 }
 
@@ -217,6 +228,8 @@ Config Config::FromEnv(const EnvLookup& env) {
   ReadVar(env, "KVCANARY_MODE", EnumParser(ParseMode), [&](Mode v) { config.mode = v; });
   ReadVar(env, "KVCANARY_REAL_DATA", EnumParser(ParseRealData),
           [&](RealKvHashMode v) { config.real_data = v; });
+  ReadVar(env, "KVCANARY_ON_VIOLATION", EnumParser(ParseOnViolation),
+          [&](OnViolation v) { config.on_violation = v; });
   for (const IntSetting& setting : kIntSettings) {
     ReadVar(env, setting.var, ParseInt, [&](int64_t v) {
       CheckInRange(setting.var, v, setting.lo, setting.hi);
