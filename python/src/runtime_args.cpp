@@ -81,6 +81,11 @@ const FieldTable<Config>& ConfigFields() {
       BoolField("allreduce_violation_signal", &Config::allreduce_violation_signal),
       StrField("incident_file", &Config::incident_file),
       BoolField("fused_verify", &Config::fused_verify),
+      {"on_violation",
+       [](const Config& c) { return py::str(runtime::OnViolationName(c.on_violation)); },
+       [](Config& c, py::handle v) {
+         c.on_violation = runtime::ParseOnViolation(StrArg(v, "on_violation"));
+       }},
   };
   return table;
 }
