@@ -34,6 +34,17 @@ void TwoRequests(FakeEngine& engine) {
   for (int i = 0; i < 3; ++i) engine.Step();
 }
 
+// TwoRequests, then `corrupt`, a step that finds it and one that reports it: what the runtime
+// names then.
+template <typename Corrupt>
+std::vector<AffectedRequest> AffectedAfter(FakeEngine& engine, Corrupt corrupt) {
+  TwoRequests(engine);
+  corrupt();
+  engine.Step();
+  engine.Step();
+  return engine.canary->TakeAffectedRequests();
+}
+
 // Whether the request's table holds `slot` at `position` among its reported pairs.
 bool HoldsPair(const AffectedRequest& request, int64_t slot, int64_t position) {
   for (size_t i = 0; i < request.slots.size(); ++i) {
@@ -67,14 +78,12 @@ TEST(Quarantine, RemappedEntryAffectsTheRequestsHoldingTheSlotOnly) {
 
 TEST(Quarantine, FlippedKvByteAffectsTheRequestHoldingTheSlot) {
   FakeEngine engine(QuarantineOptions());
-  TwoRequests(engine);
-  const std::vector<int64_t> clean = RequestsOf(engine.canary->TakeAffectedRequests());
-  EXPECT_TRUE(clean.empty());
-  const int64_t slot = engine.SlotOf(2, 5);
-  engine.FlipKByte(slot, 3);
-  engine.Step();
-  engine.Step();
-  const std::vector<AffectedRequest> affected = engine.canary->TakeAffectedRequests();
+  int64_t slot = -1;
+  const std::vector<AffectedRequest> affected = AffectedAfter(engine, [&] {
+    EXPECT_TRUE(engine.canary->TakeAffectedRequests().empty());
+    slot = engine.SlotOf(2, 5);
+    engine.FlipKByte(slot, 3);
+  });
   ASSERT_EQ(RequestsOf(affected), (std::vector<int64_t>{2}));
   EXPECT_TRUE(affected.front().fail_reason_bits & FailReason::kVerifyRealKvHashMismatch);
   EXPECT_NE(std::find(affected.front().slots.begin(), affected.front().slots.end(), slot),
@@ -85,11 +94,8 @@ TEST(Quarantine, RingOverflowAffectsEveryLiveRow) {
   FakeEngineOptions options = QuarantineOptions();
   options.config.ring_capacity = 1;
   FakeEngine engine(options);
-  TwoRequests(engine);
-  engine.SetSlot(1, 4, engine.SlotOf(2, 6));
-  engine.Step();
-  engine.Step();
-  const std::vector<AffectedRequest> affected = engine.canary->TakeAffectedRequests();
+  const std::vector<AffectedRequest> affected =
+      AffectedAfter(engine, [&] { engine.SetSlot(1, 4, engine.SlotOf(2, 6)); });
   ASSERT_EQ(RequestsOf(affected), (std::vector<int64_t>{1, 2}));
   EXPECT_TRUE(affected[0].ring_overflow);
   EXPECT_TRUE(affected[1].ring_overflow);
@@ -104,20 +110,8 @@ TEST(Quarantine, CleanRunAffectsNothing) {
 
 TEST(Quarantine, LogModeKeepsNoAffectedRequests) {
   FakeEngine engine(LogOptions());
-  TwoRequests(engine);
-  engine.SetSlot(1, 4, engine.SlotOf(2, 6));
-  engine.Step();
-  engine.Step();
+  EXPECT_TRUE(AffectedAfter(engine, [&] { engine.SetSlot(1, 4, engine.SlotOf(2, 6)); }).empty());
   EXPECT_TRUE(engine.log.Contains("WARNING kv_canary violation"));
-  EXPECT_TRUE(engine.canary->TakeAffectedRequests().empty());
-}
-
-TEST(Quarantine, OnViolationRaiseThrowsLikeModeRaise) {
-  FakeEngineOptions options = LogOptions();
-  options.config.on_violation = OnViolation::kRaise;
-  FakeEngine engine(options);
-  const std::string message = RaiseOnARemappedPosition(engine);
-  EXPECT_NE(message.find("kv_canary violation: launch_tag="), std::string::npos) << message;
 }
 
 TEST(Quarantine, BlockTableSlotsAreMatchedThroughTheirBlock) {
@@ -125,12 +119,9 @@ TEST(Quarantine, BlockTableSlotsAreMatchedThroughTheirBlock) {
   options.block_size = 4;
   options.block_table = true;
   FakeEngine engine(options);
-  TwoRequests(engine);
   // Block 1 of request 1 (positions 4..7) now names request 2's block 1.
-  engine.SetBlock(1, 1, engine.BlockOf(2, 1));
-  engine.Step();
-  engine.Step();
-  const std::vector<AffectedRequest> affected = engine.canary->TakeAffectedRequests();
+  const std::vector<AffectedRequest> affected =
+      AffectedAfter(engine, [&] { engine.SetBlock(1, 1, engine.BlockOf(2, 1)); });
   // Request 1 reads request 2's block at positions 4..7 (and its position 8 chains from it);
   // request 2 owns the block there.
   ASSERT_EQ(RequestsOf(affected), (std::vector<int64_t>{1, 2}));
