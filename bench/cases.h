@@ -50,6 +50,10 @@ struct Suite {
   int64_t req_to_token_cols = 0;
   int64_t ring_capacity = 1024;
   int64_t real_kv_bytes_per_token = 256;  // the one `partial` source's strip
+  // Layers that source folds (`kvcanary bench --fingerprint-layers`): 1 is layer 0 alone; more is
+  // one source spanning that many layers of the pool (RealKvSource::layer_addresses), each layer
+  // its own allocation as in an engine.
+  int64_t fingerprint_layers = 1;
   int default_reps = 20;
   std::vector<BenchCase> cases;
 };

@@ -125,7 +125,7 @@ void CheckCase(Pool& pool, const CaseLayout& layout, const std::vector<InputSet>
       check.Equal("written token", record[kCanaryFieldToken], TokenAt(position));
       check.Equal("written position", record[kCanaryFieldPosition], position);
       // Random KV fingerprints to 0 with probability 2^-64.
-      const bool fingerprinted = Pool::NumSources(tag, mode) > 0;
+      const bool fingerprinted = pool.FoldedLayers(tag, mode) > 0;
       check.Equal("written record has a fingerprint", record[kCanaryFieldRealKvHash] != 0,
                   fingerprinted);
     }

@@ -91,6 +91,16 @@ Pool::Pool(BenchDevice& device, const Suite& suite, uint64_t seed)
   for (size_t half = 0; half < kv_.size(); ++half) {
     kv_[half] = DeviceTensor(device, DType::kBFloat16, {n, suite.real_kv_bytes_per_token / 2});
     FillRandom(kv_[half], seed + 7 * (half + 1));
+    if (suite.fingerprint_layers <= 1) continue;
+    std::vector<int64_t> addresses = {reinterpret_cast<int64_t>(kv_[half].data())};
+    for (int64_t layer = 1; layer < suite.fingerprint_layers; ++layer) {
+      const DeviceTensor& deep = deep_kv_[half].emplace_back(
+          device, DType::kBFloat16, std::vector<int64_t>{n, suite.real_kv_bytes_per_token / 2});
+      FillRandom(deep, seed + 7 * (half + 1) + 1000 * static_cast<uint64_t>(layer));
+      addresses.push_back(reinterpret_cast<int64_t>(deep.data()));
+    }
+    layer_tables_[half] = DeviceTensor(device, DType::kInt64, {suite.fingerprint_layers});
+    layer_tables_[half].Upload(addresses);
   }
   ring_ = DeviceTensor(device, DType::kInt64, {suite.ring_capacity, kViolationFields});
   write_index_ = DeviceTensor(device, DType::kInt32, {1});
@@ -105,8 +115,9 @@ Pool::Pool(BenchDevice& device, const Suite& suite, uint64_t seed)
 
 const DeviceTensor& Pool::canary(CanaryLaunchTag tag) const { return canary_[TagIndex(tag)]; }
 
-int Pool::NumSources(CanaryLaunchTag tag, RealData mode) {
-  return IsTail(tag) && mode == RealData::kPartial ? 1 : 0;
+int Pool::FoldedLayers(CanaryLaunchTag tag, RealData mode) const {
+  return IsTail(tag) && mode == RealData::kPartial ? static_cast<int>(suite_.fingerprint_layers)
+                                                   : 0;
 }
 
 LaunchContext Pool::Context(CanaryLaunchTag tag, RealData mode) const {
@@ -119,11 +130,14 @@ LaunchContext Pool::Context(CanaryLaunchTag tag, RealData mode) const {
   context.slot_run_counter = slot_run_counters_.element(index);
   context.kernel_run_counter = kernel_run_counters_.element(index);
   context.enable_chain_position_assert = chain_assert_.view();
-  if (NumSources(tag, mode) > 0) {
-    const bool k_half = tag == CanaryLaunchTag::kTailKFull;
+  if (FoldedLayers(tag, mode) > 0) {
+    const int half = tag == CanaryLaunchTag::kTailKFull ? 0 : 1;
     const int64_t bytes = suite_.real_kv_bytes_per_token;
     context.real_kv_sources[0] =
-        MakeRealKvSource(kv_[k_half ? 0 : 1].view(), /*page_size=*/1, bytes, bytes);
+        MakeRealKvSource(kv_[half].view(), /*page_size=*/1, bytes, bytes);
+    if (suite_.fingerprint_layers > 1) {
+      context.real_kv_sources[0].layer_addresses = layer_tables_[half].view();
+    }
     context.num_real_kv_sources = 1;
     context.real_kv_hash_mode = static_cast<int32_t>(RealKvHashMode::kPartial);
   }

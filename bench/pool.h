@@ -4,14 +4,15 @@
 // violation ring with per-tag counters.
 //
 // Memory, suite standard: req_to_token 4096 x 32768 int32 = 512 MiB, block table 32 MiB; canary
-// buffers 4 x 64 MB; K and V 2 x 512 MB (256 bytes per slot). Suite quick: 1/16 of the slots, 1/256
-// of the table.
+// buffers 4 x 64 MB; K and V 2 x 512 MB (256 bytes per slot), times fingerprint_layers. Suite
+// quick: 1/16 of the slots, 1/256 of the table.
 //
 // Thread safety: none; one bench runs its launches one after another.
 #pragma once
 
 #include <array>
 #include <cstdint>
+#include <vector>
 
 #include "bench/cases.h"
 #include "bench/device.h"
@@ -45,7 +46,9 @@ class Pool {
   // kPartial mode; HEAD launches never do (the forward has not written KV yet,
   // so HEAD records carry real_kv_hash 0).
   LaunchContext Context(CanaryLaunchTag tag, RealData mode) const;
-  static int NumSources(CanaryLaunchTag tag, RealData mode);
+  // The layers a launch of `tag` folds per slot: the suite's fingerprint_layers for TAIL under
+  // kPartial, else 0.
+  int FoldedLayers(CanaryLaunchTag tag, RealData mode) const;
 
   int32_t ViolationCount() const;
   // The first recorded row. REQUIRES: ViolationCount() > 0.
@@ -63,6 +66,10 @@ class Pool {
   DeviceTensor block_table_;
   std::array<DeviceTensor, 4> canary_;  // indexed by the tag's value (0..3)
   std::array<DeviceTensor, 2> kv_;      // K, V: bf16 [num_slots, bytes per token / 2]
+  // K, V: layers 1 .. fingerprint_layers - 1, laid out like kv_, and the int64 table of every
+  // layer's address (layer 0 is kv_); empty with one layer.
+  std::array<std::vector<DeviceTensor>, 2> deep_kv_;
+  std::array<DeviceTensor, 2> layer_tables_;
   DeviceTensor ring_;
   DeviceTensor write_index_;
   DeviceTensor slot_run_counters_;    // int64 [kNumLaunchTags]

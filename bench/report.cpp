@@ -67,7 +67,9 @@ void PrintTable(std::ostream& out, const BenchResults& results) {
   out << "machine: " << results.machine << "\n\n";
   out << "suite " << suite.name << " on " << results.device << ": pool " << suite.num_slots
       << " slots, req_to_token " << suite.req_to_token_rows << " x " << suite.req_to_token_cols
-      << ", MHA FULL group, ring " << suite.ring_capacity << "; median (min–max) of "
+      << ", MHA FULL group, ring " << suite.ring_capacity;
+  if (suite.fingerprint_layers > 1) out << ", partial folds " << suite.fingerprint_layers << " layers";
+  out << "; median (min–max) of "
       << results.reps << " reps after " << results.warmup << " warm-up, µs\n\n";
   out << "ceiling: " << ceiling.method << ": " << Format("%.2f", ceiling.gbps)
       << " GB/s read+write, " << Time(ceiling.time) << " µs\n\n";
@@ -91,14 +93,15 @@ void PrintTable(std::ostream& out, const BenchResults& results) {
         << (r.chain_floor.reps > 0 ? Ratio(r.write.time.median_us, r.chain_floor.median_us) : "–")
         << " |\n";
   }
+  const int layers = static_cast<int>(suite.fingerprint_layers);  // partial's folded layers
   out << "\nentries = verify entries (batch x prefix), tokens = written tokens (batch x extend). "
          "verify, fused verify and write: the TAIL K launch; bytes per entry "
       << VerifyBytes(1, kCheckVerifyExpectedToken, 0) << " (none) / "
-      << VerifyBytes(1, kCheckVerifyExpectedToken, 1) << " (partial) through the plan arrays, "
+      << VerifyBytes(1, kCheckVerifyExpectedToken, layers) << " (partial) through the plan arrays, "
       << FusedVerifyBytes(1, kCheckVerifyExpectedToken, 0) << " / "
-      << FusedVerifyBytes(1, kCheckVerifyExpectedToken, 1)
+      << FusedVerifyBytes(1, kCheckVerifyExpectedToken, layers)
       << " fused (a req_to_token cell instead of a plan entry), per token " << WriteBytes(1, 0)
-      << " / " << WriteBytes(1, 1)
+      << " / " << WriteBytes(1, layers)
       << ". step = the runtime's step: offsets plan + fused verify and write for HEAD and TAIL, "
          "each a paired K/V launch (one graph replay on CUDA); step floor = its counted bytes "
          "over the ceiling; planned step = the same with the full plan and Verify. chain "
@@ -123,7 +126,8 @@ void WriteJson(std::ostream& out, const BenchResults& results) {
                    {"req_to_token_rows", suite.req_to_token_rows},
                    {"req_to_token_cols", suite.req_to_token_cols},
                    {"ring_capacity", suite.ring_capacity},
-                   {"real_kv_bytes_per_token", suite.real_kv_bytes_per_token}};
+                   {"real_kv_bytes_per_token", suite.real_kv_bytes_per_token},
+                   {"fingerprint_layers", suite.fingerprint_layers}};
   json["reps"] = results.reps;
   json["warmup"] = results.warmup;
   json["ceiling"] = TimeJson(results.ceiling.time);

@@ -72,7 +72,9 @@ CaseResult TimeCase(BenchDevice& device, const BenchResults& results, const Benc
     result.loaded_chain = device.TimeLoadedChain(results.reps, result.write_tokens);
   }
 
-  const int sources = Pool::NumSources(CanaryLaunchTag::kTailKFull, mode);
+  // Bytes count per folded layer (Pool::FoldedLayers): a source spanning layers reads 16 of each.
+  const int sources =
+      mode == RealData::kPartial ? static_cast<int>(results.suite.fingerprint_layers) : 0;
   result.verify =
       WithBytes(verify, VerifyBytes(result.verify_entries, kCheckVerifyExpectedToken, sources),
                 results.ceiling);

@@ -14,6 +14,7 @@
 #include "bench/runner.h"
 #include "cli/command.h"
 #include "cli/report_file.h"
+#include "kvcanary/format.h"
 
 namespace kvcanary::cli {
 namespace {
@@ -23,6 +24,7 @@ struct BenchOptions {
   std::string suite = "standard";
   std::string json_path;
   int reps = 0;  // 0: the suite's default
+  int64_t fingerprint_layers = 1;
 };
 
 int Fail(int status, const std::string& message) {
@@ -62,8 +64,9 @@ int RunBench(const BenchOptions& options) {
     run.device_name = options.device;
     run.reps = options.reps;
     run.progress = ProgressPrinter();
-    const bench::BenchResults results =
-        bench::RunSuite(*device, bench::SuiteByName(options.suite), run);
+    bench::Suite suite = bench::SuiteByName(options.suite);
+    suite.fingerprint_layers = options.fingerprint_layers;
+    const bench::BenchResults results = bench::RunSuite(*device, suite, run);
     bench::PrintTable(std::cout, results);
     if (json != nullptr) {
       std::ostringstream text;
@@ -102,6 +105,12 @@ Command AddBenchCommand(CLI::App& app) {
       ->add_option("--reps", options->reps,
                    "Timed repetitions per loop, >= 20 (default: 50 quick, 20 standard)")
       ->check(CLI::Range(20, 1000000));
+  bench
+      ->add_option("--fingerprint-layers", options->fingerprint_layers,
+                   "Layers the `partial` rows fingerprint per slot: 1 (layer 0) up to 1024, each "
+                   "layer a pool-sized K and V allocation")
+      ->check(CLI::Range(int64_t{1}, kMaxRealKvLayers))
+      ->capture_default_str();
   return Command{bench, [options] { return RunBench(*options); }};
 }
 

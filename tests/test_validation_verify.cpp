@@ -131,6 +131,18 @@ const VerifyRow kListedRows[] = {
        SetSource(a, 0, c.kv.view({8, 4, 16}));
      },
      "kv-canary: real_kv_sources[0].tensor (viewed as uint8) must be 2-D, got 3-D"},
+    {"V4LayerTableOfAnotherDType",
+     [](auto& c, auto& a) {
+       a.context.real_kv_sources[0].layer_addresses =
+           Recast(c.Keep(HostTensor<int64_t>({2})), DType::kInt32);
+     },
+     "kv-canary: RealKvSource.layer_addresses must have dtype torch.int64, got torch.int32"},
+    {"V4LayerTableOnAnotherDevice",
+     [](auto& c, auto& a) {
+       a.context.real_kv_sources[0].layer_addresses = OnCuda(c.Keep(HostTensor<int64_t>({2})));
+     },
+     "kv-canary: RealKvSource.layer_addresses must be on RealKvSource.tensor's device cpu, got "
+     "cuda:0"},
     {"V4HandBuiltSourceIsCheckedLikeAMadeOne",
      [](auto& c, auto& a) { SetSource(a, 0, c.kv.view(), /*read_bytes=*/8); },
      ReadBytesMessage(64, 8)},

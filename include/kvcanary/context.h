@@ -13,12 +13,22 @@ namespace kvcanary {
 // A live view of one KV tensor whose bytes are fingerprinted. For slot s the strip starts at
 // byte (s % page_size) * num_bytes_per_token of row s / page_size of the tensor viewed as a 2-D
 // byte matrix, and is num_bytes_per_token long.
+//
+// A source may span layers (a kvcanary addition): layer_addresses, [num_layers] int64 on the
+// tensor's device, holds the base address of each layer, every one laid out like `tensor` (its
+// shape and strides; `tensor` itself is usually layer 0). The slot's strip of each layer is folded
+// in that order and combined like a source of its own, so the hash equals that of num_layers
+// single-layer sources. The addresses are read like tensor's data pointer: trusted, not checked.
 struct RealKvSource {
   TensorView tensor;  // >= 2-D, rows 16-byte aligned; viewed as uint8 [rows, dim1_bytes]
   int64_t page_size = 0;
   int64_t num_bytes_per_token = 0;
   int64_t read_bytes = 0;  // bytes folded in ALL mode; PARTIAL always folds 16
+  TensorView layer_addresses;  // absent: `tensor` alone; else [1, kMaxRealKvLayers] int64
 };
+
+// The number of layers a source folds: layer_addresses' length, or 1.
+int64_t NumLayers(const RealKvSource& source);
 
 // Builds a source, checking R1-R7. Ops re-check every source they are given, so a
 // hand-built struct is as safe as one made here.

@@ -63,6 +63,9 @@ static_assert(sizeof(ViolationRow) == kViolationRowBytes, "a row is eight int64 
 
 // Real-KV sources per launch, and the (page_size, num_bytes_per_token, read_bytes) triple.
 inline constexpr int kMaxRealKvSources = 4;
+// Layers one source may span (RealKvSource::layer_addresses, a kvcanary addition): each is folded
+// like a source of its own, so the limit only bounds the work per slot.
+inline constexpr int64_t kMaxRealKvLayers = 1024;
 inline constexpr int kRealKvSourceFieldsPerEntry = 3;
 inline constexpr int kRealKvSourceFieldPageSize = 0;
 inline constexpr int kRealKvSourceFieldNumBytesPerToken = 1;

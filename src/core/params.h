@@ -18,6 +18,10 @@ struct RealKvSourceParams {
   int64_t page_size = 1;
   int64_t num_bytes_per_token = 0;
   int64_t fold_bytes = 0;  // 16 in PARTIAL, read_bytes in ALL; a multiple of 16
+  // A source spanning layers (a kvcanary addition): [num_layers] base addresses of byte matrices
+  // laid out like `data` (on the launch's device), folded in order; nullptr: `data` alone.
+  const int64_t* layer_addresses = nullptr;
+  int64_t num_layers = 1;
 };
 
 // The sources of one launch; num_sources is 0 when the mode is NONE.

@@ -70,8 +70,10 @@ void CheckSourceCountAndMode(const LaunchContext& context, std::string_view op_l
 
 void CheckSourceDevices(const LaunchContext& context) {
   for (int i = 0; i < context.num_real_kv_sources; ++i) {
+    const std::string table = "real_kv_sources[" + std::to_string(i) + "].layer_addresses";
     check::SameDevice(context.canary_buf, "canary_buf",
-                      {{&context.real_kv_sources[i].tensor, SourceName(i)}});
+                      {{&context.real_kv_sources[i].tensor, SourceName(i)},
+                       {&context.real_kv_sources[i].layer_addresses, table}});
   }
 }
 
@@ -104,7 +106,10 @@ LaunchParams LaunchParamsOf(const LaunchContext& context) {
         source.tensor.stride(0) * itemsize,
         source.page_size,
         source.num_bytes_per_token,
-        mode == RealKvHashMode::kPartial ? kRealKvBlockBytes : source.read_bytes};
+        mode == RealKvHashMode::kPartial ? kRealKvBlockBytes : source.read_bytes,
+        source.layer_addresses.defined() ? source.layer_addresses.data_as<const int64_t>()
+                                         : nullptr,
+        NumLayers(source)};
   }
   return launch;
 }

@@ -65,17 +65,42 @@ void CheckSourceTensor(const RealKvSource& source) {
   }
 }
 
+// R8 (a kvcanary addition): the layer table's dtype, rank, layout, length bounds, device, a data
+// pointer, and the bytes one slot reads across the layers.
+void CheckSourceLayers(const RealKvSource& source) {
+  const TensorView& table = source.layer_addresses;
+  if (!table.defined()) return;
+  constexpr std::string_view kName = "RealKvSource.layer_addresses";
+  check::HasDType(table, DType::kInt64, kName);
+  check::Is1D(table, kName);
+  check::Contiguous(table, kName);
+  if (table.size(0) < 1 || table.size(0) > kMaxRealKvLayers) {
+    ThrowError("kv-canary: ", kName, " length must be in [1, ", kMaxRealKvLayers, "], got ",
+               table.size(0));
+  }
+  if (table.data() == nullptr) {
+    ThrowError("kv-canary: ", kName, " must not be a null pointer, got length ", table.size(0));
+  }
+  check::SameDevice(source.tensor, "RealKvSource.tensor", {{&table, kName}});
+  CheckedMul("RealKvSource layers x read_bytes per slot", table.size(0), source.read_bytes);
+}
+
 }  // namespace
+
+int64_t NumLayers(const RealKvSource& source) {
+  return source.layer_addresses.defined() ? source.layer_addresses.size(0) : 1;
+}
 
 void ValidateRealKvSource(const RealKvSource& source) {
   check::Present(source.tensor, "RealKvSource.tensor");
   CheckSourceScalars(source);
   CheckSourceTensor(source);
+  CheckSourceLayers(source);
 }
 
 RealKvSource MakeRealKvSource(const TensorView& tensor, int64_t page_size,
                               int64_t num_bytes_per_token, int64_t read_bytes) {
-  RealKvSource source{tensor, page_size, num_bytes_per_token, read_bytes};
+  RealKvSource source{tensor, page_size, num_bytes_per_token, read_bytes, TensorView()};
   ValidateRealKvSource(source);
   return source;
 }
@@ -93,7 +118,7 @@ uint64_t RealKvHash(const RealKvSource* sources, int num_sources, int32_t real_k
     if (sources[i].tensor.device().type != DeviceType::kCPU) {
       ThrowError("kv-canary: real_kv_hash reads CPU tensors only, got real_kv_sources[", i,
                  "].tensor on ", sources[i].tensor.device().ToString());
-    }
+    }  // a layer table is on the tensor's device (R8)
   }
   if (slot < 0) ThrowError("kv-canary: real_kv_hash slot_idx must be >= 0, got ", slot);
   return RealKvFingerprint(LaunchParamsOf(context).real_kv, slot);

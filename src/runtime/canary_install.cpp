@@ -8,6 +8,7 @@
 #include "kvcanary/checked.h"
 #include "kvcanary/error.h"
 #include "runtime/canary_impl.h"
+#include "runtime/group_sources.h"
 
 namespace kvcanary::runtime {
 namespace {
@@ -22,41 +23,6 @@ int64_t RecordBufferBytes(const GroupSpec& spec, const char* slots_name, int64_t
   return CheckedMul(
       std::string("group ") + GroupKindName(spec.kind) + " " + slots_name + " x 32 record bytes",
       slots, kCanarySlotBytes);
-}
-
-// The layers a half fingerprints: its `layers` list, else layer 0 alone. Throws for both given,
-// more than kMaxRealKvSources layers, or a list with verify_backup (which re-hashes one layer).
-std::vector<TensorView> LayersOf(const TensorView& layer0, const std::vector<TensorView>& layers,
-                                 const char* half, const GroupSpec& spec, const Config& config) {
-  if (layers.empty()) return layer0.defined() ? std::vector<TensorView>{layer0} : layers;
-  const std::string name = std::string("group ") + GroupKindName(spec.kind) + " " + half;
-  if (layer0.defined()) {
-    ThrowError("kv-canary: ", name, "_layers and ", half, "_layer0 are both given; pass one");
-  }
-  if (layers.size() > static_cast<size_t>(kMaxRealKvSources)) {
-    ThrowError("kv-canary: ", name, "_layers must hold at most ", kMaxRealKvSources,
-               " layers, got ", layers.size());
-  }
-  if (config.verify_backup && layers.size() > 1) {
-    ThrowError("kv-canary: verify_backup re-hashes one host layer; ", name, "_layers has ",
-               layers.size(), " (give one layer, or turn verify_backup off)");
-  }
-  return layers;
-}
-
-// Real-KV sources, one per fingerprinted layer; a row width that is not a positive multiple of
-// 16 gets none.
-std::vector<RealKvSource> SourcesOf(const std::vector<TensorView>& layers, const GroupSpec& spec,
-                                    RealKvHashMode mode) {
-  if (mode == RealKvHashMode::kNone || layers.empty()) return {};
-  if (spec.bytes_per_token <= 0 || spec.bytes_per_token % kRealKvBlockBytes != 0) return {};
-  const int64_t read_bytes =
-      mode == RealKvHashMode::kPartial ? kRealKvBlockBytes : spec.bytes_per_token;
-  std::vector<RealKvSource> sources;
-  for (const TensorView& layer : layers) {
-    sources.push_back(MakeRealKvSource(layer, spec.page_size, spec.bytes_per_token, read_bytes));
-  }
-  return sources;
 }
 
 std::string TagList(const std::vector<int>& tags) {
@@ -140,9 +106,9 @@ CanaryManager::Impl::Impl(const Config& config, const InstallArgs& args)
     group.spec = spec;
     group.window = spec.kind == GroupKind::kSwa ? args.swa_window_size : 0;
     const std::vector<TensorView> k_layers =
-        LayersOf(spec.k_layer0, spec.k_layers, "k", spec, config);
+        ListedLayers(spec.k_layer0, spec.k_layers, "k", spec, config);
     const std::vector<TensorView> v_layers =
-        LayersOf(spec.v_layer0, spec.v_layers, "v", spec, config);
+        ListedLayers(spec.v_layer0, spec.v_layers, "v", spec, config);
     group.has_v = !v_layers.empty();
     for (int i = 0; i < 4; ++i) {
       const bool v_buffer = i % 2 == 1;
@@ -155,8 +121,14 @@ CanaryManager::Impl::Impl(const Config& config, const InstallArgs& args)
       }
     }
     group.host_slots = spec.host_slots;
-    group.sources[0] = SourcesOf(k_layers, spec, config.real_data);
-    group.sources[1] = SourcesOf(v_layers, spec, config.real_data);
+    const std::vector<TensorView>* listed[2] = {&k_layers, &v_layers};
+    for (int half = 0; half < 2; ++half) {
+      HalfSources built =
+          BuildHalfSources(*listed[half], half == 0 ? "k" : "v", spec, config, device_, stream_);
+      group.sources[half] = std::move(built.sources);
+      group.fingerprinted_layers[half] = std::move(built.layers);
+      group.layer_tables[half] = std::move(built.layer_table);
+    }
     groups_.push_back(std::move(group));
   }
   std::sort(groups_.begin(), groups_.end(),

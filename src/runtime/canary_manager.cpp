@@ -90,6 +90,7 @@ int64_t CanaryManager::Impl::CountDeviceBytes() const {
                   sweep_.walk.bytes() + stats_.staging.bytes();
   for (const GroupState& group : groups_) {
     for (const DeviceBuffer& buffer : group.buffers) total += buffer.bytes();
+    for (const DeviceBuffer& table : group.layer_tables) total += table.bytes();
   }
   for (const DeviceBuffer& plan : sweep_.plan_memory) total += plan.bytes();
   for (const ForwardState& forward : forwards_) {

@@ -36,6 +36,7 @@ constexpr const char* kModeNames[] = {"none", "log", "raise"};
 constexpr const char* kOnViolationNames[] = {"log", "raise", "quarantine"};
 constexpr const char* kRealDataNames[] = {"none", "partial", "all"};
 constexpr const char* kGroupKindNames[] = {"FULL", "SWA"};
+constexpr const char* kFingerprintLayersNames[] = {"layer0", "all"};
 
 template <typename Enum, size_t N>
 const char* NameOf(const char* const (&names)[N], Enum value, const char* unknown = "unknown") {
@@ -125,6 +126,9 @@ const char* ModeName(Mode mode) { return NameOf(kModeNames, mode); }
 const char* RealDataName(RealKvHashMode mode) { return NameOf(kRealDataNames, mode); }
 const char* OnViolationName(OnViolation value) { return NameOf(kOnViolationNames, value); }
 const char* GroupKindName(GroupKind kind) { return NameOf(kGroupKindNames, kind, "UNKNOWN"); }
+const char* FingerprintLayersName(FingerprintLayers layers) {
+  return NameOf(kFingerprintLayersNames, layers);
+}
 
 EnvLookup ProcessEnv() {
   return [](const std::string& name) -> std::optional<std::string> {
@@ -147,6 +151,13 @@ RealKvHashMode ParseRealData(std::string_view value) {
 OnViolation ParseOnViolation(std::string_view value) {
   if (const auto parsed = FindName<OnViolation>(kOnViolationNames, value)) return *parsed;
   ThrowError("kv-canary: on_violation must be one of log/raise/quarantine, got '", value, "'");
+}
+
+FingerprintLayers ParseFingerprintLayers(std::string_view value) {
+  if (const auto layers = FindName<FingerprintLayers>(kFingerprintLayersNames, value)) {
+    return *layers;
+  }
+  ThrowError("kv-canary: fingerprint_layers must be one of layer0/all, got '", value, "'");
 }
 
 GroupKind ParseGroupKind(std::string_view raw) {
@@ -218,7 +229,9 @@ std::string Config::ToString() const {
       << ", report_untouched_rows=" << BoolName(report_untouched_rows)
       << ", allreduce_violation_signal=" << BoolName(allreduce_violation_signal)
       << ", incident_file='" << incident_file << "'"
-      << ", fused_verify=" << BoolName(fused_verify) << ", verify_sample=" << verify_sample
+      << ", fused_verify=" << BoolName(fused_verify)
+      << ", fingerprint_layers=" << FingerprintLayersName(fingerprint_layers)
+      << ", verify_sample=" << verify_sample
       << ", on_violation=" << OnViolationName(on_violation) << ")";
   return out.str();
 }
@@ -230,6 +243,8 @@ Config Config::FromEnv(const EnvLookup& env) {
           [&](RealKvHashMode v) { config.real_data = v; });
   ReadVar(env, "KVCANARY_ON_VIOLATION", EnumParser(ParseOnViolation),
           [&](OnViolation v) { config.on_violation = v; });
+  ReadVar(env, "KVCANARY_FINGERPRINT_LAYERS", EnumParser(ParseFingerprintLayers),
+          [&](FingerprintLayers v) { config.fingerprint_layers = v; });
   for (const IntSetting& setting : kIntSettings) {
     ReadVar(env, setting.var, ParseInt, [&](int64_t v) {
       CheckInRange(setting.var, v, setting.lo, setting.hi);

@@ -156,9 +156,11 @@ int Perturber::PickGroup(const char* name) {
 void Perturber::Flip(const char* name, int group_index, int64_t logical_slot, int64_t req_pool_idx,
                      int64_t position, int64_t step) {
   const GroupState& group = host_.Groups()[group_index];
-  const std::vector<RealKvSource>& sources = group.sources[0];
-  const int64_t source_idx = rng_.Below(static_cast<int64_t>(sources.size()));
-  const RealKvSource& source = sources[source_idx];
+  // A random fingerprinted layer (source_idx counts layers: one source may span several).
+  const std::vector<TensorView>& layers = group.fingerprinted_layers[0];
+  const int64_t source_idx = rng_.Below(static_cast<int64_t>(layers.size()));
+  RealKvSource source = group.sources[0].front();  // every layer has this geometry
+  source.tensor = layers[source_idx];
   const TensorView lut = group.spec.kind == GroupKind::kSwa ? group.spec.full_to_swa : TensorView();
   const std::optional<FlipAddress> at = LocateFlip(logical_slot, lut, source, host_.Stream());
   if (!at.has_value()) {

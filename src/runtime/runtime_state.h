@@ -31,6 +31,10 @@ struct GroupState {
   // [num_slots, 32] uint8 records: index Stage (head/tail) * 2 + Half.
   DeviceBuffer buffers[4];
   std::vector<RealKvSource> sources[2];  // per Half; empty with real_data none
+  // Per Half: the layers the sources fingerprint, in fold order, and the device table of their
+  // addresses when one source spans them (more than kMaxRealKvSources layers).
+  std::vector<TensorView> fingerprinted_layers[2];
+  DeviceBuffer layer_tables[2];
   DeviceBuffer host_mirrors[4];          // host-offload sidecar, pinned
   int64_t host_slots = 0;
 

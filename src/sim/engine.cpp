@@ -34,6 +34,7 @@ runtime::Config CanaryConfig(const SimOptions& options) {
   runtime::Config config;
   config.mode = runtime::ParseMode(options.mode);
   config.real_data = runtime::ParseRealData(options.real_data);
+  config.fingerprint_layers = runtime::ParseFingerprintLayers(options.fingerprint_layers);
   config.sweep_interval = config.mode == runtime::Mode::kNone ? 0 : options.sweep_interval;
   config.ring_capacity = options.ring_capacity;
   config.verify_sample = options.verify_sample;
@@ -125,8 +126,7 @@ runtime::InstallArgs Engine::InstallArgsFor(runtime::LogSink* log) {
     DescribePagedPool(full);
   } else {
     args.req_to_token = table_->View();
-    full.k_layer0 = pool_->Layer(0, 0);
-    full.v_layer0 = pool_->Layer(0, 1);
+    DescribePerTokenPool(full);
   }
   full.host_slots = options_.host_tier ? options_.host_slots : 0;
   args.groups = {full};

@@ -145,9 +145,11 @@ class Engine {
   ReqToTokenTable& table() { return *table_; }
   // The paged layout's block table; null with --block-size 0.
   BlockTable* block_table() { return blocks_.get(); }
-  // Layers whose KV bytes the canary fingerprints: layer 0, or with a block table the first
-  // kMaxRealKvSources (GroupSpec::k_layers).
+  // Layers whose KV bytes the canary fingerprints: every layer with --fingerprint-layers all;
+  // else layer 0, or with a block table the first kMaxRealKvSources (GroupSpec::k_layers).
   int FingerprintedLayers() const;
+  // The layers the layer0 setting folds: those a deep-layer fault skips.
+  int Layer0SettingLayers() const;
   // Hands out slots, or blocks with a block table.
   SlotAllocator& allocator() { return *allocator_; }
   RadixCache& radix() { return *radix_; }
@@ -175,6 +177,9 @@ class Engine {
   void DeriveReqToToken(const Batch& batch);
   // The FULL group over the pool as pages of a block: each fingerprinted layer's K and V.
   void DescribePagedPool(runtime::GroupSpec& full) const;
+  // Layer 0, or every layer with --fingerprint-layers all, for a per-token pool.
+  void DescribePerTokenPool(runtime::GroupSpec& full) const;
+  bool FingerprintsAllLayers() const;
   // The forward's block table and, on the host, each batch row's block ids.
   void DescribeBlocks(const Batch& batch, runtime::ForwardBatch& forward,
                       runtime::ForwardHostInput& host) const;

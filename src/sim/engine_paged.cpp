@@ -8,9 +8,27 @@
 
 namespace kvcanary::sim {
 
+bool Engine::FingerprintsAllLayers() const { return options_.fingerprint_layers == "all"; }
+
 int Engine::FingerprintedLayers() const {
+  return FingerprintsAllLayers() ? pool_->num_layers() : Layer0SettingLayers();
+}
+
+int Engine::Layer0SettingLayers() const {
   if (!blocks_) return 1;
   return std::min(pool_->num_layers(), kMaxRealKvSources);
+}
+
+void Engine::DescribePerTokenPool(runtime::GroupSpec& full) const {
+  if (!FingerprintsAllLayers()) {  // layer 0, as SGLang fingerprints it
+    full.k_layer0 = pool_->Layer(0, 0);
+    full.v_layer0 = pool_->Layer(0, 1);
+    return;
+  }
+  for (int layer = 0; layer < pool_->num_layers(); ++layer) {
+    full.k_layers.push_back(pool_->Layer(layer, 0));
+    full.v_layers.push_back(pool_->Layer(layer, 1));
+  }
 }
 
 void Engine::DeriveReqToToken(const Batch& batch) {

@@ -47,6 +47,7 @@ bool ActsBeforeForward(FaultKind kind) {
     case FaultKind::kFreedBlockReuse:
     case FaultKind::kRealKvPage:
     case FaultKind::kStaleOutCacheLoc:
+    case FaultKind::kRealKvDeepLayer:
       return true;
     default:
       return false;
@@ -137,6 +138,7 @@ void FaultInjector::BeforeForward(Engine& engine, Batch& batch, ForwardView& vie
     case FaultKind::kFreedBlockReuse: return InjectFreedBlockReuse(engine, batch);
     case FaultKind::kRealKvPage: return InjectRealKvPage(engine, batch);
     case FaultKind::kStaleOutCacheLoc: return InjectStaleOutCacheLoc(engine, batch, view);
+    case FaultKind::kRealKvDeepLayer: return InjectRealKvDeepLayer(engine, batch);
     default: return;
   }
 }

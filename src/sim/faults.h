@@ -89,6 +89,7 @@ class FaultInjector : public EngineHooks {
   void InjectWrongStrideRead(Engine& engine, Batch& batch, ForwardView& view);
   void InjectRealKvUsed(Engine& engine, Batch& batch);
   void InjectRealKvUnusedCache(Engine& engine);
+  void InjectRealKvDeepLayer(Engine& engine, Batch& batch);
   void InjectStaleSlotReuse(Engine& engine, Batch& batch);
   void InjectPositionSkip(Batch& batch, ForwardView& view);
   void InjectSwaLutStale(Engine& engine, Batch& batch);

@@ -108,6 +108,26 @@ void FaultInjector::InjectRealKvUsed(Engine& engine, Batch& batch) {
   MarkFlip(engine, open, slot);
 }
 
+void FaultInjector::InjectRealKvDeepLayer(Engine& engine, Batch& batch) {
+  Request* victim = PickDecodeVictim(batch, 2);
+  if (victim == nullptr) return;
+  const int64_t pos = Uniform(0, victim->kv_len - 1);
+  const BlockTable* blocks = engine.block_table();
+  const int64_t slot = blocks != nullptr ? blocks->SlotAt(victim->row, pos) : victim->slots[pos];
+  // A layer past those the layer0 setting folds: only --fingerprint-layers all can see it.
+  const int layer =
+      static_cast<int>(Uniform(engine.Layer0SettingLayers(), engine.pool().num_layers() - 1));
+  const int kv = static_cast<int>(Uniform(0, 1));
+  const int64_t byte = Uniform(0, 15);  // inside the 16 bytes `partial` fingerprints
+  engine.pool().FlipByte(layer, kv, slot, byte);
+  std::ostringstream target;
+  target << "req " << victim->spec.id << " pos " << pos << " slot " << slot << " layer " << layer
+         << (kv == 0 ? " K" : " V") << " byte " << byte;
+  Open& open = Start(FaultKind::kRealKvDeepLayer, target.str());
+  open.victims = {victim->spec.id};
+  MarkFlip(engine, open, slot);
+}
+
 void FaultInjector::InjectRealKvUnusedCache(Engine& engine) {
   // Only right before a sweep: eviction runs while scheduling, so the flipped slot is still
   // cached when this step's sweep reads it (an evicted flip would go to the host tier unseen).

@@ -78,8 +78,8 @@ void FaultInjector::InjectRealKvPage(Engine& engine, Batch& batch) {
   if (victim == nullptr) return;
   const int64_t pos = Uniform(0, victim->kv_len - 1);
   const int64_t slot = blocks.SlotAt(victim->row, pos);
-  // Any layer the canary fingerprints (GroupSpec::k_layers: the first four); a flip in a layer
-  // beyond them would corrupt outputs unseen.
+  // Any layer the canary fingerprints (GroupSpec::k_layers: the first four, or every layer with
+  // --fingerprint-layers all); a flip beyond them is real_kv_deep_layer's.
   const int layer = static_cast<int>(Uniform(0, engine.FingerprintedLayers() - 1));
   const int kv = static_cast<int>(Uniform(0, 1));
   const int64_t byte = Uniform(0, 15);  // inside the 16 bytes `partial` fingerprints

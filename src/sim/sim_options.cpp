@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "kvcanary/checked.h"
+#include "kvcanary/format.h"
 #include "kvcanary/runtime/device_memory.h"
 #include "sim/sim_flags.h"
 
@@ -22,7 +23,7 @@ struct FaultEntry {
 };
 
 // One table for both directions, so a name cannot drift between FaultName and ParseFault.
-constexpr std::array<FaultEntry, 16> kFaults = {{
+constexpr std::array<FaultEntry, 17> kFaults = {{
     {FaultKind::kReqToToken, "req_to_token"},
     {FaultKind::kStrideView, "stride_view"},
     {FaultKind::kWrongStrideRead, "wrong_stride_read"},
@@ -39,6 +40,7 @@ constexpr std::array<FaultEntry, 16> kFaults = {{
     {FaultKind::kFreedBlockReuse, "freed_block_reuse"},
     {FaultKind::kRealKvPage, "real_kv_page"},
     {FaultKind::kStaleOutCacheLoc, "stale_out_cache_loc"},
+    {FaultKind::kRealKvDeepLayer, "real_kv_deep_layer"},
 }};
 
 template <typename... Parts>
@@ -74,6 +76,8 @@ const char* FaultRequirement(FaultKind fault) {
       return "--pd";
     case FaultKind::kRealKvUnusedCache:
       return "--sweep-interval > 0";
+    case FaultKind::kRealKvDeepLayer:
+      return "--layers > 4";
     case FaultKind::kBlockTableSwap:
     case FaultKind::kFreedBlockReuse:
     case FaultKind::kRealKvPage:
@@ -244,6 +248,7 @@ void ValidatePaging(const SimOptions& o) {
 void ValidateCanary(const SimOptions& o) {
   RequireOneOf("--mode", o.mode, {"none", "log", "raise"});
   RequireOneOf("--real-data", o.real_data, {"none", "partial", "all"});
+  RequireOneOf("--fingerprint-layers", o.fingerprint_layers, {"layer0", "all"});
   RequireAtLeast("--sweep-interval", o.sweep_interval, 0);
   RequireAtLeast("--verify-sample", o.verify_sample, 1);  // the maximum: CheckFlagMaxima
   RequireAtLeast("ring capacity", o.ring_capacity, 1);
@@ -294,6 +299,8 @@ bool FaultApplies(FaultKind fault, const SimOptions& options) {
       return options.pd;
     case FaultKind::kRealKvUnusedCache:
       return options.sweep_interval > 0;
+    case FaultKind::kRealKvDeepLayer:
+      return options.num_layers > kMaxRealKvSources;
     case FaultKind::kBlockTableSwap:
     case FaultKind::kFreedBlockReuse:
     case FaultKind::kRealKvPage:

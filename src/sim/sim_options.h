@@ -38,6 +38,8 @@ enum class FaultKind {
   kFreedBlockReuse,
   kRealKvPage,
   kStaleOutCacheLoc,
+  // A pool deeper than four layers (--layers > 4).
+  kRealKvDeepLayer,
 };
 
 // The report's name: "req_to_token", "stride_view", ..., "position_skip".
@@ -92,6 +94,8 @@ struct SimOptions {
   // --- the canary ---
   std::string mode = "log";           // "none", "log" (violations go to the report) or "raise"
   std::string real_data = "partial";  // real-KV hashing: "none", "partial" (16 bytes) or "all"
+  // Layers fingerprinted: "layer0" (layer 0; a paged pool's first four) or "all" (every layer).
+  std::string fingerprint_layers = "layer0";
   int64_t sweep_interval = 8;         // steps between SWEEP verifies of cached slots; 0 = off
   int64_t verify_sample = 1;  // HEAD/TAIL verify a rotating 1/K of every prefix (Config); 1 = all
   int64_t ring_capacity = 65536;  // violation ring rows: fill-once, so sized for a whole run
@@ -111,7 +115,9 @@ struct SimOptions {
 // swa_window > 0, offload_drop host_tier, pd_transfer_drop pd, real_kv_unused_cache a sweep
 // (sweep_interval > 0, the only verify that reads cache-only slots); the paged classes need
 // block_size > 0, and the classes that break req_to_token itself (req_to_token, stride_view,
-// wrong_stride_read, stale_slot_reuse) need block_size 0. Everything else applies to every
+// wrong_stride_read, stale_slot_reuse) need block_size 0; real_kv_deep_layer needs a pool of more
+// than four layers (num_layers > kMaxRealKvSources), so that a layer lies beyond those the
+// fingerprint_layers=layer0 setting folds in either layout. Everything else applies to every
 // engine. The canary's own settings (mode, real_data) do not count: a fault the canary is
 // configured too weakly to see is still injected and must show up as undetected.
 bool FaultApplies(FaultKind fault, const SimOptions& options);

@@ -92,6 +92,22 @@ inline kvcanary::RealKvSource ConsumeRealKvSource(Arena& arena, FuzzedDataProvid
                                 ? source.page_size * source.num_bytes_per_token
                                 : 16 * ConsumeSize(in, 4);
   source.tensor = arena.Tensor(DType::kUInt8, {ConsumeSize(in, 4), row_bytes});
+  // Now and then a source spanning layers: a table of up to 1024 addresses (or one a decoded
+  // mutation breaks). Every entry, whatever the table's length, is the tensor's own address: the
+  // addresses are trusted, so they must be valid whenever the checks pass.
+  if (in.ConsumeIntegral<uint8_t>() >= 192) {
+    const int64_t layers = in.ConsumeBool() ? 1 + ConsumeSize(in, 6) : ConsumeSize(in, 1100);
+    source.layer_addresses = arena.Tensor(DType::kInt64, {layers});
+    const TensorView& table = source.layer_addresses;
+    // Only a table the checks can pass is filled: longer ones are refused before they are read.
+    if (table.dtype() == DType::kInt64 && table.ndim() == 1 && table.data() != nullptr &&
+        table.is_contiguous() && table.size(0) <= kvcanary::kMaxRealKvLayers) {
+      for (int64_t i = 0; i < table.size(0); ++i) {
+        table.data_as<int64_t>()[i] =
+            static_cast<int64_t>(reinterpret_cast<uintptr_t>(source.tensor.data()));
+      }
+    }
+  }
   return source;
 }
 

@@ -38,18 +38,23 @@ template <typename State, template <typename> class Buf>
 struct BackendHalf {
   explicit BackendHalf(const HalfInputs& in) : state(in.state), tag(in.tag), geometry(&in.sources) {
     for (const KvSourceInput& source : in.sources) bytes.emplace_back(source.bytes);
+    if (in.layered) layer_table.emplace(LayerAddresses(Views()));  // this backend's addresses
   }
 
-  LaunchContext Context(RealKvHashMode mode) const {
+  std::vector<TensorView> Views() const {
     std::vector<TensorView> views;
     for (const Buf<uint8_t>& b : bytes) views.push_back(b.view());
-    return WithSources(state.Context(tag), views, *geometry, mode);
+    return views;
+  }
+  LaunchContext Context(RealKvHashMode mode) const {
+    return WithSources(state.Context(tag), Views(), *geometry, mode, ViewOf(layer_table));
   }
 
   State state;
   int64_t tag;
   const std::vector<KvSourceInput>* geometry;
   std::vector<Buf<uint8_t>> bytes;
+  std::optional<Buf<int64_t>> layer_table;
 };
 
 // The step on one backend. REQUIRES: `in` outlives it.

@@ -154,8 +154,16 @@ inline Batch MakeBatch(const SweepCase& c, Rng& rng) {
 
 inline std::vector<KvSourceInput> MakeSources(const SweepCase& c, int64_t num_slots, Rng& rng) {
   std::vector<KvSourceInput> sources;
-  for (int i = 0; i < c.num_sources; ++i) {
+  const bool layered = c.num_layers > 0;
+  for (int i = 0; i < (layered ? c.num_layers : c.num_sources); ++i) {
     KvSourceInput s;
+    if (layered && i > 0) {  // every layer laid out like layer 0
+      s = KvSourceInput{HostTensor<uint8_t>(sources[0].bytes.shape()), sources[0].page_size,
+                        sources[0].num_bytes_per_token, sources[0].read_bytes};
+      rng.Fill(s.bytes.values());
+      sources.push_back(std::move(s));
+      continue;
+    }
     s.page_size = rng.Pick<int64_t>({1, 2, 16});
     s.num_bytes_per_token = rng.Pick<int64_t>({16, 32, 64});
     while (s.num_bytes_per_token > 16 && num_slots * s.num_bytes_per_token > (int64_t{8} << 20)) {
@@ -205,8 +213,10 @@ inline void Prefill(const Batch& b, HalfInputs& half, RealKvHashMode mode) {
   const HostTensor<int64_t> positions_t = HostTensor<int64_t>::Of(positions);
   const HostTensor<int64_t> slots_t = HostTensor<int64_t>::Of(slots);
   WriteArgs args;
-  args.context =
-      WithSources(half.state.Context(half.tag), SourceViews(half.sources), half.sources, mode);
+  const std::vector<TensorView> views = SourceViews(half.sources);
+  const HostTensor<int64_t> layers = LayerAddresses(views);
+  args.context = WithSources(half.state.Context(half.tag), views, half.sources, mode,
+                             half.layered ? layers.view() : TensorView());
   args.plan = plan.write();
   args.input_ids = ids_t.view();
   args.positions = positions_t.view();
@@ -250,7 +260,7 @@ inline void Corrupt(const Batch& b, HalfInputs& half, Rng& rng) {
 inline HalfInputs MakeHalf(const SweepCase& c, const Batch& b, int64_t ring_capacity,
                            CanaryLaunchTag tag, Rng& rng) {
   HalfInputs half{CanaryState(b.num_slots, ring_capacity, c.slot_stride_bytes),
-                  MakeSources(c, b.num_slots, rng), static_cast<int64_t>(tag)};
+                  MakeSources(c, b.num_slots, rng), static_cast<int64_t>(tag), c.num_layers > 0};
   NoisePastRecords(half.state, rng);
   Prefill(b, half, c.mode);
   if (c.corrupt) Corrupt(b, half, rng);

@@ -57,15 +57,34 @@ struct KvSourceInput {
   int64_t read_bytes = 16;
 };
 
-// `context` with the sources `views` (the bytes of `geometry`, on the context's device) and mode.
+// The base addresses of `views`, as the table of a source spanning them as layers lists them.
+inline HostTensor<int64_t> LayerAddresses(const std::vector<TensorView>& views) {
+  HostTensor<int64_t> addresses({static_cast<int64_t>(views.size())});
+  for (size_t i = 0; i < views.size(); ++i) {
+    addresses[static_cast<int64_t>(i)] =
+        static_cast<int64_t>(reinterpret_cast<uintptr_t>(views[i].data()));
+  }
+  return addresses;
+}
+
+// `context` with the sources `views` (the bytes of `geometry`, on the context's device) and mode;
+// with `layer_addresses` (of `views`), one source whose layers they are.
 inline LaunchContext WithSources(LaunchContext context, const std::vector<TensorView>& views,
-                                 const std::vector<KvSourceInput>& geometry, RealKvHashMode mode) {
+                                 const std::vector<KvSourceInput>& geometry, RealKvHashMode mode,
+                                 const TensorView& layer_addresses = TensorView()) {
+  context.real_kv_hash_mode = static_cast<int32_t>(mode);
+  if (layer_addresses.defined()) {
+    context.real_kv_sources[0] = MakeRealKvSource(
+        views[0], geometry[0].page_size, geometry[0].num_bytes_per_token, geometry[0].read_bytes);
+    context.real_kv_sources[0].layer_addresses = layer_addresses;
+    context.num_real_kv_sources = 1;
+    return context;
+  }
   for (size_t i = 0; i < views.size(); ++i) {
     context.real_kv_sources[i] = MakeRealKvSource(
         views[i], geometry[i].page_size, geometry[i].num_bytes_per_token, geometry[i].read_bytes);
   }
   context.num_real_kv_sources = static_cast<int>(views.size());
-  context.real_kv_hash_mode = static_cast<int32_t>(mode);
   return context;
 }
 
@@ -74,6 +93,7 @@ struct HalfInputs {
   CanaryState state;
   std::vector<KvSourceInput> sources;
   int64_t tag = static_cast<int64_t>(CanaryLaunchTag::kTailKFull);
+  bool layered = false;  // the sources are the layers of one source (one geometry)
 };
 
 // The host tensors of one forward step.

@@ -40,6 +40,7 @@ struct SweepCase {
   PaddingKind padding = PaddingKind::kNone;
   CapacityKind capacity = CapacityKind::kLoose;  // verify capacity vs the entries the plan makes
   int num_sources = 0;
+  int num_layers = 0;  // > 0: one source spanning this many layers of one geometry instead
   RealKvHashMode mode = RealKvHashMode::kNone;
   bool random_kv_bytes = true;  // else one constant byte per source
   bool kv_row_padding = false;  // bytes past page_size * num_bytes_per_token in every KV row
@@ -65,6 +66,7 @@ inline std::string Describe(const SweepCase& c) {
       << (c.strided_table ? "/strided" : "") << " block_size=" << c.block_size
       << (c.wide_block_ids ? "/int64" : "") << " padding=" << static_cast<int>(c.padding)
       << " capacity=" << static_cast<int>(c.capacity) << " sources=" << c.num_sources
+      << " layers=" << c.num_layers
       << " mode=" << static_cast<int>(c.mode) << " stride=" << c.slot_stride_bytes
       << " pool=" << c.token_pool << "/+" << c.pool_offset << " corrupt=" << c.corrupt
       << " skips=" << c.skips << " input_assert=" << c.input_assert

@@ -131,6 +131,20 @@ TEST_F(CudaDifferential, CanaryStride48MatchesTheCpu) {
   RunStep(testing::MakeStep(c));
 }
 
+// One source spanning 24 layers (a kvcanary addition), with KV bytes flipped in random layers:
+// write and verify fold every layer on both backends, through a table of device addresses.
+TEST_F(CudaDifferential, SourceSpanningLayersMatchesTheCpu) {
+  for (RealKvHashMode mode : {RealKvHashMode::kPartial, RealKvHashMode::kAll}) {
+    SweepCase c = StrideCase(32);
+    c.name = "Layers24";
+    c.num_layers = 24;
+    c.mode = mode;
+    SCOPED_TRACE(testing::Describe(c));
+    RunStep(testing::MakeStep(c));
+    RunFusedVerify(testing::MakeStep(c));
+  }
+}
+
 TEST_F(CudaDifferential, CanaryStride40FallsBackToByteCopies) {
   const SweepCase c = StrideCase(40);  // every odd slot's record is only 8-byte aligned
   SCOPED_TRACE(testing::Describe(c));

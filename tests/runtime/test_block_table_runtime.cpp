@@ -210,8 +210,9 @@ TEST(BlockTableRuntime, LayerListsAreChecked) {
     }
     {
       InstallCase c(device);
-      c.args.groups[0].k_layers.assign(5, c.table.View(DType::kUInt8, {32, 16}));
-      EXPECT_EQ(c.Refusal(), "kv-canary: group FULL k_layers must hold at most 4 layers, got 5");
+      c.args.groups[0].k_layers.assign(1025, c.table.View(DType::kUInt8, {32, 16}));
+      EXPECT_EQ(c.Refusal(),
+                "kv-canary: group FULL k_layers must hold at most 1024 layers, got 1025");
     }
     {
       InstallCase c(device);

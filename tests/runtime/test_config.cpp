@@ -187,6 +187,23 @@ TEST(Config, FusedVerifyIsOnUnlessTurnedOff) {
   EXPECT_FALSE(Config::FromEnv(MapEnv({{"KVCANARY_FUSED_VERIFY", "0"}})).fused_verify);
 }
 
+TEST(Config, FingerprintLayersIsLayer0UnlessSetToAll) {
+  EXPECT_EQ(Config::FromEnv(MapEnv({})).fingerprint_layers, FingerprintLayers::kLayer0);
+  EXPECT_EQ(Config::FromEnv(MapEnv({{"KVCANARY_FINGERPRINT_LAYERS", " ALL "}})).fingerprint_layers,
+            FingerprintLayers::kAll);
+  EXPECT_EQ(Config::FromEnv(MapEnv({{"KVCANARY_FINGERPRINT_LAYERS", ""}})).fingerprint_layers,
+            FingerprintLayers::kLayer0);
+  EXPECT_EQ(ErrorMessage([] {
+              Config::FromEnv(MapEnv({{"KVCANARY_FINGERPRINT_LAYERS", "every"}}));
+            }),
+            "kv-canary: fingerprint_layers must be one of layer0/all, got 'every'");
+  Config config;
+  EXPECT_NE(config.ToString().find(", fingerprint_layers=layer0,"), std::string::npos);
+  config.fingerprint_layers = FingerprintLayers::kAll;
+  EXPECT_NE(config.ToString().find(", fingerprint_layers=all,"), std::string::npos);
+  EXPECT_STREQ(FingerprintLayersName(FingerprintLayers::kAll), "all");
+}
+
 TEST(Config, IncidentFileIsReadTrimmedAndEmptyMeansOff) {
   EXPECT_EQ(Config::FromEnv(MapEnv({})).incident_file, "");
   EXPECT_EQ(Config::FromEnv(MapEnv({{"KVCANARY_INCIDENT_FILE", "  /tmp/kvc incidents.jsonl "}}))

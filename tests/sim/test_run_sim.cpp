@@ -1,11 +1,14 @@
 // End-to-end runs of the simulator: every fault class is injected and detected with no false
 // positive; a long clean run reports nothing; and two negative controls prove the report cannot
 // pass by construction (without the canary the faults corrupt outputs and nothing is detected;
-// without real-data hashing the pure-byte faults go undetected and the run fails).
+// without real-data hashing the pure-byte faults go undetected and the run fails; a deep-layer
+// flip is detected every time with --fingerprint-layers all and missed every time with layer0).
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <set>
+#include <sstream>
+#include <string>
 #include <vector>
 
 #include "sim/report.h"
@@ -134,6 +137,46 @@ TEST(RunScenario, WithoutRealDataPureByteFaultsGoUndetected) {
   for (const Injection& injection : report.injections) EXPECT_FALSE(injection.detected);
   EXPECT_EQ(ExitCode({report}), 1);
 }
+
+// real_kv_deep_layer, in both layouts, on an eight-layer pool of the preset: a byte flipped in a
+// layer past those the layer0 setting folds.
+SimOptions DeepLayerOptions(const char* preset, const char* fingerprint_layers) {
+  SimOptions options = ScenarioPreset(preset);
+  options.num_layers = 8;
+  options.steps = 400;
+  options.fault_rate = 4;
+  options.faults = "real_kv_deep_layer";
+  options.fingerprint_layers = fingerprint_layers;
+  return options;
+}
+
+class DeepLayer : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(DeepLayer, EveryFlipIsDetectedWhenAllLayersAreFingerprinted) {
+  const ScenarioReport report = RunScenario(DeepLayerOptions(GetParam(), "all"), nullptr);
+  ASSERT_EQ(report.injections.size(), 4u) << Describe(report);
+  for (const Injection& injection : report.injections) {
+    EXPECT_TRUE(injection.detected) << injection.target;
+    EXPECT_NE(injection.detected_by.find("verify_real_kv_hash"), std::string::npos)
+        << injection.detected_by;
+  }
+  EXPECT_TRUE(report.false_positives.empty()) << Describe(report);
+  EXPECT_EQ(report.oracle_mismatches_unexplained, 0);
+  EXPECT_EQ(ExitCode({report}), 0) << Describe(report);
+}
+
+TEST_P(DeepLayer, EveryFlipIsMissedWithLayer0) {
+  const ScenarioReport report = RunScenario(DeepLayerOptions(GetParam(), "layer0"), nullptr);
+  ASSERT_EQ(report.injections.size(), 4u) << Describe(report);
+  for (const Injection& injection : report.injections) {
+    EXPECT_FALSE(injection.detected) << injection.target;
+  }
+  EXPECT_GT(report.oracle_mismatches_total, 0) << "the flips changed no output";
+  EXPECT_EQ(report.violations_total, 0) << Describe(report);
+  EXPECT_EQ(ExitCode({report}), 1);
+}
+
+INSTANTIATE_TEST_SUITE_P(Sim, DeepLayer, ::testing::Values("default", "paged"));
 
 }  // namespace
 }  // namespace kvcanary::sim

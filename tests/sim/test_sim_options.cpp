@@ -37,7 +37,8 @@ TEST(SimOptions, FaultNamesAreTheSpecTableInOrder) {
       "req_to_token",         "stride_view",          "wrong_stride_read", "real_kv_used",
       "real_kv_unused_cache", "real_kv_post_forward", "stale_slot_reuse",  "offload_drop",
       "pd_transfer_drop",     "swa_lut_stale",        "next_token_swap",   "position_skip",
-      "block_table_swap",     "freed_block_reuse",    "real_kv_page",      "stale_out_cache_loc"};
+      "block_table_swap",     "freed_block_reuse",    "real_kv_page",      "stale_out_cache_loc",
+      "real_kv_deep_layer"};
   const std::vector<FaultKind> all = AllFaults();
   ASSERT_EQ(all.size(), spec.size());
   for (size_t i = 0; i < all.size(); ++i) {
@@ -93,6 +94,28 @@ TEST(SimOptions, PagedClassesReplaceThePerTokenTableClasses) {
   ExpectRejected(options, "real_kv_page does not apply to this engine: it needs --block-size > 0");
 }
 
+TEST(SimOptions, ADeepLayerFaultNeedsMoreThanFourLayers) {
+  SimOptions options;
+  EXPECT_EQ(options.num_layers, 4);
+  EXPECT_FALSE(FaultApplies(FaultKind::kRealKvDeepLayer, options));
+  options.faults = "real_kv_deep_layer";
+  ExpectRejected(options, "real_kv_deep_layer does not apply to this engine: it needs --layers > 4");
+  options.num_layers = 5;
+  EXPECT_TRUE(FaultApplies(FaultKind::kRealKvDeepLayer, options));
+  EXPECT_EQ(ValidationError(options), "");
+  options.block_size = 16;  // either layout
+  EXPECT_TRUE(FaultApplies(FaultKind::kRealKvDeepLayer, options));
+}
+
+TEST(SimOptions, FingerprintLayersIsLayer0OrAll) {
+  SimOptions options;
+  EXPECT_EQ(options.fingerprint_layers, "layer0");
+  options.fingerprint_layers = "all";
+  EXPECT_EQ(ValidationError(options), "");
+  options.fingerprint_layers = "every";
+  ExpectRejected(options, "--fingerprint-layers must be one of layer0, all, got 'every'");
+}
+
 TEST(SimOptions, RejectsABlockSizeThatDoesNotFitThePool) {
   SimOptions o;
   o.block_size = 24;  // 16384 slots are not whole blocks of 24
@@ -125,8 +148,8 @@ TEST(SimOptions, EnabledFaultsResolvesAllNoneAndLists) {
   SimOptions options = ScenarioPreset("default");
   options.faults = "all";
   const std::vector<FaultKind> all = EnabledFaults(options);
-  // No SWA, host tier, PD or block table in `default`.
-  EXPECT_EQ(all.size(), AllFaults().size() - 7);
+  // No SWA, host tier, PD, block table or layer past the fourth in `default`.
+  EXPECT_EQ(all.size(), AllFaults().size() - 8);
   for (FaultKind fault : all) EXPECT_TRUE(FaultApplies(fault, options)) << FaultName(fault);
   options.faults = "none";
   EXPECT_TRUE(EnabledFaults(options).empty());
@@ -196,7 +219,7 @@ TEST(SimOptions, RejectsUnknownFaultListingTheValidOnes) {
   SimOptions o;
   o.faults = "req_to_token,bit_rot";
   ExpectRejected(o, "--faults: unknown fault 'bit_rot' (valid: all, none, req_to_token, ");
-  ExpectRejected(o, "stale_out_cache_loc)");
+  ExpectRejected(o, "stale_out_cache_loc, real_kv_deep_layer)");
   o.faults = ",";
   ExpectRejected(o, "--faults is empty");
 }

@@ -43,9 +43,11 @@ struct GroupSpec {
   // page_size 1). Absent V = a K-only pool (no V canary half). The real-KV sources are live views.
   TensorView k_layer0;
   TensorView v_layer0;
-  // Instead of k_layer0 / v_layer0: up to kMaxRealKvSources layers per half, each shaped like
-  // k_layer0. A slot's fingerprint then folds its bytes of every listed layer, so a byte flipped
-  // in any of them is caught (not with verify_backup, which re-hashes one host layer).
+  // Instead of k_layer0 / v_layer0: up to kMaxRealKvLayers layers per half, each shaped like
+  // k_layer0. Config::fingerprint_layers chooses which are folded: all of them ("all"; a byte
+  // flipped in any is caught), or layer 0 ("layer0"; a list of at most kMaxRealKvSources keeps
+  // folding every listed layer). verify_backup re-hashes one host layer, so it refuses more than
+  // one fingerprinted layer.
   std::vector<TensorView> k_layers;
   std::vector<TensorView> v_layers;
   int64_t page_size = 1;

@@ -35,6 +35,16 @@ const char* OnViolationName(OnViolation value);
 // "none", "partial", "all".
 const char* RealDataName(RealKvHashMode mode);
 
+// Which listed layers a real-KV fingerprint folds (a kvcanary addition; docs/fingerprints.md).
+enum class FingerprintLayers {
+  // Layer 0: k_layer0 / v_layer0, or k_layers[0] of a list longer than kMaxRealKvSources; a list
+  // of at most kMaxRealKvSources layers keeps folding every listed layer, as before this option.
+  kLayer0,
+  kAll,  // every listed layer (at most kMaxRealKvLayers): a byte of any of them is caught
+};
+// "layer0", "all".
+const char* FingerprintLayersName(FingerprintLayers layers);
+
 // A buffer group: FULL covers positions [0, K), SWA the last W positions.
 enum class GroupKind : int { kFull = 0, kSwa = 1 };
 
@@ -54,6 +64,8 @@ Mode ParseMode(std::string_view value);
 RealKvHashMode ParseRealData(std::string_view value);
 // "kv-canary: on_violation must be one of log/raise/quarantine, got '<value>'".
 OnViolation ParseOnViolation(std::string_view value);
+// "kv-canary: fingerprint_layers must be one of layer0/all, got '<value>'".
+FingerprintLayers ParseFingerprintLayers(std::string_view value);
 // `raw` is "full" or "swa"; else throws the target-group message quoting `raw`.
 GroupKind ParseGroupKind(std::string_view raw);
 // For a variable named `var`: nullopt when the trimmed value is empty (unset), else the value, or
@@ -95,6 +107,9 @@ struct Config {
   // (FusedVerify after an offsets-only plan), so the per-step workspace holds no per-entry plan
   // arrays and never overflows. false: SGLang's plan arrays, split into chunks on overflow.
   bool fused_verify = true;
+  // KVCANARY_FINGERPRINT_LAYERS (kvcanary): the layers of GroupSpec::k_layers / v_layers a slot's
+  // real-KV fingerprint folds (FingerprintLayers). Has no effect with real_data none.
+  FingerprintLayers fingerprint_layers = FingerprintLayers::kLayer0;
   // KVCANARY_VERIFY_SAMPLE (kvcanary): HEAD and TAIL verify a rotating 1/K of every request's
   // prefix plus its newest record, so each record is re-verified at least once every K forwards
   // (docs/sampled_verify.md); the sweep still checks everything. 1 = every record, every
