@@ -1,6 +1,7 @@
 // Quarantine (Config::on_violation quarantine): the runtime remembers each step's live rows and,
 // when the reporter shows violation rows, names the requests they touched, so the engine can
 // discard those requests' held-back tokens and recompute them instead of serving corrupt output.
+#include <algorithm>
 #include <string>
 
 #include "runtime/canary_impl.h"
@@ -14,10 +15,14 @@ void CanaryManager::Impl::RecordStepForQuarantine() {
     recorded.step = step_.outer;
     recorded.table = ForwardTokenTable(table_, forward.batch);
     recorded.req_pool_indices = forward.host.req_pool_indices;
-    const size_t rows = forward.host.req_pool_indices.size();
+    // The columns' common rows: a length past them would read another row's column.
+    const ForwardHostInput& host = forward.host;
+    const size_t rows = std::min({host.req_pool_indices.size(), host.prefix_lens.size(),
+                                  host.extend_seq_lens.size()});
+    recorded.req_pool_indices.resize(rows);
     recorded.lengths.resize(rows, 0);
     for (size_t r = 0; r < rows; ++r) {
-      recorded.lengths[r] = forward.host.prefix_lens[r] + forward.host.extend_seq_lens[r];
+      recorded.lengths[r] = std::max<int64_t>(host.prefix_lens[r] + host.extend_seq_lens[r], 0);
     }
     affected_.Record(std::move(recorded));
   }
