@@ -27,6 +27,7 @@ ForwardBatch = _rt.ForwardBatch
 ForwardHostInput = _rt.ForwardHostInput
 Violation = _rt.Violation
 PerturbationEvent = _rt.PerturbationEvent
+AffectedRequest = _rt.AffectedRequest
 CanaryManager = _rt.CanaryManager
 CorruptionError = _kvcanary.CorruptionError
 
@@ -123,6 +124,7 @@ class PrometheusCollector:
 
 
 __all__ = [
+    "AffectedRequest",
     "CanaryManager",
     "Capacities",
     "Config",

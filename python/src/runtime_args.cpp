@@ -88,6 +88,11 @@ const FieldTable<Config>& ConfigFields() {
              runtime::ParseFingerprintLayers(StrArg(v, "fingerprint_layers"));
        }},
       Int64Field("verify_sample", &Config::verify_sample),
+      {"on_violation",
+       [](const Config& c) { return py::str(runtime::OnViolationName(c.on_violation)); },
+       [](Config& c, py::handle v) {
+         c.on_violation = runtime::ParseOnViolation(StrArg(v, "on_violation"));
+       }},
   };
   return table;
 }

@@ -89,6 +89,24 @@ void RegisterPerturbationEvent(py::module_& m) {
       });
 }
 
+void RegisterAffectedRequest(py::module_& m) {
+  using A = runtime::AffectedRequest;
+  py::class_<A>(m, "AffectedRequest",
+                "A request a reported violation touched (on_violation quarantine).")
+      .def_readonly("req_pool_idx", &A::req_pool_idx)
+      .def_readonly("step", &A::step)
+      .def_readonly("fail_reason_bits", &A::fail_reason_bits)
+      .def_readonly("slots", &A::slots)
+      .def_readonly("positions", &A::positions)
+      .def_readonly("ring_overflow", &A::ring_overflow)
+      .def("__repr__", [](const A& a) {
+        return "AffectedRequest(req_pool_idx=" + std::to_string(a.req_pool_idx) +
+               ", step=" + std::to_string(a.step) +
+               ", fail_reasons=" + runtime::FailReasonLabels(a.fail_reason_bits, ",") +
+               ", slots=" + std::to_string(a.slots.size()) + ")";
+      });
+}
+
 void RegisterCanaryManager(py::module_& m) {
   using M = PyCanaryManager;
   // Garbage-collected: a listener or radix view that refers back to the runtime is a cycle only
@@ -117,6 +135,7 @@ void RegisterCanaryManager(py::module_& m) {
       .def("on_violation", &M::OnViolation, py::arg("callback"))
       .def("on_perturbation", &M::OnPerturbation, py::arg("callback"))
       .def("perturb_next_tokens", &M::PerturbNextTokens, py::arg("sampled"))
+      .def("take_affected_requests", &M::TakeAffectedRequests)
       .def("attach_radix_cache", &M::AttachRadixCache, py::arg("view"))
       .def("backup_records", &M::BackupRecords, py::arg("kind"), py::arg("host_indices"),
            py::arg("device_indices"), py::arg("host_k") = py::none(),
@@ -172,6 +191,7 @@ void Runtime_Register(py::module_& parent) {
   RegisterArgumentClasses(m);
   RegisterViolation(m);
   RegisterPerturbationEvent(m);
+  RegisterAffectedRequest(m);
   RegisterCanaryManager(m);
 }
 

@@ -223,6 +223,12 @@ py::list PyCanaryManager::PerturbNextTokens(py::handle sampled) {
   return py::cast(tokens);
 }
 
+std::vector<runtime::AffectedRequest> PyCanaryManager::TakeAffectedRequests() {
+  std::vector<runtime::AffectedRequest> taken;
+  Run([&] { taken = manager_->TakeAffectedRequests(); });
+  return taken;
+}
+
 void PyCanaryManager::AttachRadixCache(py::object view) {
   std::unique_ptr<PyRadixView> radix;
   if (!view.is_none()) {

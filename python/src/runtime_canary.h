@@ -56,6 +56,7 @@ class PyCanaryManager {
   void OnViolation(pybind11::object callback);
   void OnPerturbation(pybind11::object callback);
   pybind11::list PerturbNextTokens(pybind11::handle sampled);
+  std::vector<runtime::AffectedRequest> TakeAffectedRequests();
   void AttachRadixCache(pybind11::object view);
   // Host offload: records of the (host, device) index pairs to the host mirror (with the host
   // copy of layer 0 for verify_backup) and back.

@@ -4,6 +4,7 @@
 //   canary_step.cpp      phases 1-4 and the endpoint launches
 //   canary_split.cpp     verification in chunks when a step overflows the plan
 //   canary_report.cpp    violation pump and reporter, health, stats, overflow warner, metrics
+//   canary_quarantine.cpp  quarantine: the requests a reported violation touched
 //   canary_sweep.cpp     periodic sweep of the radix cache
 //   canary_offload.cpp   host-offload sidecar, verify_backup and PD splice
 //   verify_path_*.cpp    how HEAD/TAIL verification runs (planned or fused)
@@ -22,6 +23,7 @@
 #include "kvcanary/runtime/device_memory.h"
 #include "kvcanary/runtime/health.h"
 #include "kvcanary/runtime/stats.h"
+#include "runtime/affected_requests.h"
 #include "runtime/delayed_read.h"
 #include "runtime/incident_file.h"
 #include "runtime/perturbation.h"
@@ -152,6 +154,10 @@ class CanaryManager::Impl final : public PerturbationHost {
   void ReportNewRows(int64_t write_index);
   // Appends the rows to the incident file as JSON lines (no-op when unset).
   void AppendIncidents(const std::vector<ViolationRow>& rows);
+  // Quarantine: keeps the live rows of the step just run (EndStep, before the pump).
+  void RecordStepForQuarantine();
+  // Quarantine: matches the shown rows to the recorded batches and logs the requests touched.
+  void QuarantineRows(const std::vector<ViolationRow>& rows, bool ring_overflow);
   void CheckHealth();
   void LogStats();
   void TickOverflowWarner(ForwardState& forward);
@@ -222,6 +228,7 @@ class CanaryManager::Impl final : public PerturbationHost {
   HealthState health_;
   StatsState stats_;
   SweepState sweep_;
+  AffectedRequestTracker affected_;  // Config::on_violation quarantine only
 
   // Fault injection: present when the install's PerturbConfig enables any kind.
   std::unique_ptr<Perturber> perturber_;

@@ -41,6 +41,9 @@ void CanaryManager::BeginStep(const StepInput& input) { impl_->BeginStep(input);
 void CanaryManager::PreForward(int inner) { impl_->PreForward(inner); }
 void CanaryManager::PostForward(int inner) { impl_->PostForward(inner); }
 void CanaryManager::EndStep() { impl_->EndStep(); }
+std::vector<AffectedRequest> CanaryManager::TakeAffectedRequests() {
+  return impl_->affected_.Take();
+}
 
 void CanaryManager::ReplayedForward(int inner) {
   ForwardState& forward = impl_->ForwardAt(inner);

@@ -30,7 +30,7 @@ void CanaryManager::Impl::PumpRankSignal() {
       const std::string message =
           "kv-canary: violation reported by another rank (all-reduced violation signal) at step=" +
           std::to_string(step_.outer);
-      if (config_.mode == Mode::kRaise && !reporter_.raised) {
+      if (config_.RaisesOnViolation() && !reporter_.raised) {
         reporter_.raised = true;
         throw ViolationError(message);
       }
@@ -85,6 +85,7 @@ void CanaryManager::Impl::ReportNewRows(int64_t /*staged_write_index*/) {
     reporter_.untouched_rows_dropped += dropped;
     Log(LogLevel::kWarning, FormatDroppedRowsWarning(dropped));
   }
+  if (config_.on_violation == OnViolation::kQuarantine) QuarantineRows(shown, overflow);
   if (shown.empty()) return;
   AppendIncidents(shown);
   std::vector<std::string> messages;
@@ -97,7 +98,7 @@ void CanaryManager::Impl::ReportNewRows(int64_t /*staged_write_index*/) {
     }
     if (reporter_.listener) reporter_.listener(row, step_.outer);
   }
-  if (config_.mode == Mode::kRaise) {
+  if (config_.RaisesOnViolation()) {
     reporter_.raised = true;
     std::string text;
     for (size_t i = 0; i < messages.size(); ++i) text += (i ? "\n" : "") + messages[i];

@@ -281,6 +281,7 @@ void CanaryManager::Impl::EndStep() {
   // After TAIL stored the fingerprints: the next step's TAIL must catch this flip.
   if (perturber_) perturber_->AfterForward();
   MaybeSweep();
+  if (config_.on_violation == OnViolation::kQuarantine) RecordStepForQuarantine();
   step_.outer += 1;
   PumpViolations();
   PumpRankSignal();

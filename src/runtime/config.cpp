@@ -33,6 +33,7 @@ std::string Normalize(std::string_view value) { return Lower(Trim(value)); }
 // The names of an enum's values in value order (0, 1, 2, ...): one table serves both the name
 // of a value and the parse of a name.
 constexpr const char* kModeNames[] = {"none", "log", "raise"};
+constexpr const char* kOnViolationNames[] = {"log", "raise", "quarantine"};
 constexpr const char* kRealDataNames[] = {"none", "partial", "all"};
 constexpr const char* kGroupKindNames[] = {"FULL", "SWA"};
 constexpr const char* kFingerprintLayersNames[] = {"layer0", "all"};
@@ -123,6 +124,7 @@ std::optional<uint64_t> ParseSeed(std::string_view var, std::string_view value) 
 
 const char* ModeName(Mode mode) { return NameOf(kModeNames, mode); }
 const char* RealDataName(RealKvHashMode mode) { return NameOf(kRealDataNames, mode); }
+const char* OnViolationName(OnViolation value) { return NameOf(kOnViolationNames, value); }
 const char* GroupKindName(GroupKind kind) { return NameOf(kGroupKindNames, kind, "UNKNOWN"); }
 const char* FingerprintLayersName(FingerprintLayers layers) {
   return NameOf(kFingerprintLayersNames, layers);
@@ -144,6 +146,11 @@ Mode ParseMode(std::string_view value) {
 RealKvHashMode ParseRealData(std::string_view value) {
   if (const auto mode = FindName<RealKvHashMode>(kRealDataNames, value)) return *mode;
   ThrowError("kv-canary: real_data must be one of none/partial/all, got '", value, "'");
+}
+
+OnViolation ParseOnViolation(std::string_view value) {
+  if (const auto parsed = FindName<OnViolation>(kOnViolationNames, value)) return *parsed;
+  ThrowError("kv-canary: on_violation must be one of log/raise/quarantine, got '", value, "'");
 }
 
 FingerprintLayers ParseFingerprintLayers(std::string_view value) {
@@ -203,6 +210,9 @@ void Config::Validate() const {
   if (sweep_interval > 0 && mode == Mode::kNone) {
     ThrowError("kv-canary: sweep_interval > 0 requires mode in {log, raise}");
   }
+  if (on_violation == OnViolation::kQuarantine && mode != Mode::kLog) {
+    ThrowError("kv-canary: on_violation quarantine requires mode log, got mode ", ModeName(mode));
+  }
 }
 
 std::string Config::ToString() const {
@@ -221,7 +231,8 @@ std::string Config::ToString() const {
       << ", incident_file='" << incident_file << "'"
       << ", fused_verify=" << BoolName(fused_verify)
       << ", fingerprint_layers=" << FingerprintLayersName(fingerprint_layers)
-      << ", verify_sample=" << verify_sample << ")";
+      << ", verify_sample=" << verify_sample
+      << ", on_violation=" << OnViolationName(on_violation) << ")";
   return out.str();
 }
 
@@ -230,6 +241,8 @@ Config Config::FromEnv(const EnvLookup& env) {
   ReadVar(env, "KVCANARY_MODE", EnumParser(ParseMode), [&](Mode v) { config.mode = v; });
   ReadVar(env, "KVCANARY_REAL_DATA", EnumParser(ParseRealData),
           [&](RealKvHashMode v) { config.real_data = v; });
+  ReadVar(env, "KVCANARY_ON_VIOLATION", EnumParser(ParseOnViolation),
+          [&](OnViolation v) { config.on_violation = v; });
   ReadVar(env, "KVCANARY_FINGERPRINT_LAYERS", EnumParser(ParseFingerprintLayers),
           [&](FingerprintLayers v) { config.fingerprint_layers = v; });
   for (const IntSetting& setting : kIntSettings) {

@@ -26,13 +26,6 @@ __attribute__((format(printf, 1, 2))) std::string Printf(const char* format, ...
   return buffer;
 }
 
-// The byte address of element [row, col] of a view (`col` ignored for a 1-D view).
-char* ElementAddress(const TensorView& view, int64_t row, int64_t col) {
-  const int64_t col_stride = view.ndim() >= 2 ? view.stride(1) : 0;
-  return static_cast<char*>(view.data()) +
-         (row * view.stride(0) + col * col_stride) * ItemSize(view.dtype());
-}
-
 // Reads one int32 or int64 element of a view (on its device) as int64.
 int64_t ReadIndex(const TensorView& view, int64_t row, int64_t col, StreamHandle stream) {
   const int64_t item = ItemSize(view.dtype());

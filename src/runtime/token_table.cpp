@@ -1,9 +1,11 @@
 #include "runtime/token_table.h"
 
 #include <algorithm>
+#include <cstring>
 
 #include "kvcanary/checked.h"
 #include "kvcanary/error.h"
+#include "kvcanary/runtime/device_memory.h"
 
 namespace kvcanary::runtime {
 namespace {
@@ -112,6 +114,65 @@ void SetPlanTable(const TokenTable& table, PlanInputs& inputs) {
   inputs.req_to_token = table.req_to_token;
   inputs.block_table = table.block_table;
   inputs.block_size = table.block_size;
+}
+
+char* ElementAddress(const TensorView& view, int64_t row, int64_t col) {
+  const int64_t col_stride = view.ndim() >= 2 ? view.stride(1) : 0;
+  return static_cast<char*>(view.data()) +
+         (row * view.stride(0) + col * col_stride) * ItemSize(view.dtype());
+}
+
+namespace {
+
+// Enqueues the copy of a row's first `columns` entries into `bytes`.
+void EnqueueRowCopy(const TensorView& tensor, int64_t row, int64_t columns,
+                    std::vector<char>& bytes, StreamHandle stream) {
+  const int64_t item = ItemSize(tensor.dtype());
+  bytes.resize(columns * item);
+  if (columns == 0) return;
+  if (tensor.stride(1) == 1) {
+    CopyBytesAsync(bytes.data(), ElementAddress(tensor, row, 0), columns * item, tensor.device(),
+                   stream);
+    return;
+  }
+  for (int64_t c = 0; c < columns; ++c) {
+    CopyBytesAsync(bytes.data() + c * item, ElementAddress(tensor, row, c), item,
+                   tensor.device(), stream);
+  }
+}
+
+int64_t EntryAt(const std::vector<char>& bytes, int64_t column, int64_t item) {
+  if (item == 4) {
+    int32_t narrow = 0;
+    std::memcpy(&narrow, bytes.data() + column * 4, 4);
+    return narrow;
+  }
+  int64_t wide = 0;
+  std::memcpy(&wide, bytes.data() + column * 8, 8);
+  return wide;
+}
+
+}  // namespace
+
+std::vector<std::vector<int64_t>> ReadTableSlots(const TokenTable& table,
+                                                 const std::vector<TableRowSpan>& spans,
+                                                 StreamHandle stream) {
+  const TensorView& tensor = table.tensor();
+  const int64_t block = table.block_size;
+  std::vector<std::vector<char>> bytes(spans.size());
+  for (size_t i = 0; i < spans.size(); ++i) {
+    EnqueueRowCopy(tensor, spans[i].row, (spans[i].length + block - 1) / block, bytes[i], stream);
+  }
+  if (!spans.empty()) SynchronizeStream(tensor.device(), stream);
+  std::vector<std::vector<int64_t>> slots(spans.size());
+  const int64_t item = ItemSize(tensor.dtype());
+  for (size_t i = 0; i < spans.size(); ++i) {
+    slots[i].resize(spans[i].length);
+    for (int64_t p = 0; p < spans[i].length; ++p) {
+      slots[i][p] = EntryAt(bytes[i], p / block, item) * block + p % block;
+    }
+  }
+  return slots;
 }
 
 }  // namespace kvcanary::runtime

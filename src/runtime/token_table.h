@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "kvcanary/plan.h"
 #include "kvcanary/runtime/canary_manager.h"
@@ -34,6 +35,23 @@ TokenTable ForwardTokenTable(const TokenTable& installed, const ForwardBatch& ba
 // host block ids, when given, number what those lengths need and lie in [0, pool_blocks).
 void CheckHostBlocks(const TokenTable& table, int64_t pool_slot_count,
                      const ForwardHostInput& host);
+
+// The byte address of element [row, col] of a view (`col` ignored for a 1-D view).
+char* ElementAddress(const TensorView& view, int64_t row, int64_t col);
+
+// The first `length` positions of a table row.
+struct TableRowSpan {
+  int64_t row = 0;
+  int64_t length = 0;
+};
+
+// For each span, the full-pool slot of each of its positions as `table` holds it (a block
+// table's entry is a block: slot = block x block_size + position % block_size), read from the
+// table's device on `stream`: one copy per row (per entry when a row is not contiguous) and one
+// synchronisation. REQUIRES: each span inside the table.
+std::vector<std::vector<int64_t>> ReadTableSlots(const TokenTable& table,
+                                                 const std::vector<TableRowSpan>& spans,
+                                                 StreamHandle stream);
 
 // Sets the plan inputs' table fields from `table`.
 void SetPlanTable(const TokenTable& table, PlanInputs& inputs);

@@ -141,12 +141,16 @@ TEST(CanaryManager, FusedVerifyChecksAStepPastThePlanCapacityInTheGraph) {
 }
 
 TEST(CanaryManager, RaiseModeThrowsOnceWithEveryMessage) {
-  FakeEngineOptions options = LogOptions();
-  options.config.mode = Mode::kRaise;
-  FakeEngine engine(options);
-  const std::string message = RaiseOnARemappedPosition(engine);
-  EXPECT_NE(message.find("kv_canary violation: launch_tag="), std::string::npos) << message;
-  EXPECT_FALSE(engine.log.Contains("WARNING kv_canary violation"));
+  // Mode raise, and on_violation raise over mode log, raise alike.
+  for (const bool mode_raise : {true, false}) {
+    FakeEngineOptions options = LogOptions();
+    if (mode_raise) options.config.mode = Mode::kRaise;
+    if (!mode_raise) options.config.on_violation = OnViolation::kRaise;
+    FakeEngine engine(options);
+    const std::string message = RaiseOnARemappedPosition(engine);
+    EXPECT_NE(message.find("kv_canary violation: launch_tag="), std::string::npos) << message;
+    EXPECT_FALSE(engine.log.Contains("WARNING kv_canary violation"));
+  }
 }
 
 TEST(CanaryManager, IncidentFileGetsOneJsonLinePerShownViolation) {

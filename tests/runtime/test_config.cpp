@@ -153,7 +153,33 @@ TEST(Config, VerifySampleIsOneUnlessSetAndRangeChecked) {
   EXPECT_EQ(ErrorMessage([&] { config.Validate(); }),
             "kv-canary: verify_sample must be in [1, 65536], got 65537");
   config.verify_sample = 4;
-  EXPECT_NE(config.ToString().find(", verify_sample=4)"), std::string::npos);
+  EXPECT_NE(config.ToString().find(", verify_sample=4,"), std::string::npos);
+}
+
+TEST(Config, OnViolationIsLogUnlessSetAndQuarantineNeedsModeLog) {
+  EXPECT_EQ(Config::FromEnv(MapEnv({})).on_violation, OnViolation::kLog);
+  const Config quarantine = Config::FromEnv(
+      MapEnv({{"KVCANARY_MODE", "log"}, {"KVCANARY_ON_VIOLATION", " Quarantine "}}));
+  EXPECT_EQ(quarantine.on_violation, OnViolation::kQuarantine);
+  EXPECT_FALSE(quarantine.RaisesOnViolation());
+  EXPECT_NE(quarantine.ToString().find(", on_violation=quarantine"), std::string::npos);
+  EXPECT_EQ(Config::FromEnv(MapEnv({{"KVCANARY_ON_VIOLATION", ""}})).on_violation,
+            OnViolation::kLog);
+  EXPECT_EQ(ErrorMessage([] { Config::FromEnv(MapEnv({{"KVCANARY_ON_VIOLATION", "drop"}})); }),
+            "kv-canary: on_violation must be one of log/raise/quarantine, got 'drop'");
+  EXPECT_EQ(ErrorMessage([] {
+              Config::FromEnv(
+                  MapEnv({{"KVCANARY_MODE", "raise"}, {"KVCANARY_ON_VIOLATION", "quarantine"}}));
+            }),
+            "kv-canary: on_violation quarantine requires mode log, got mode raise");
+  Config raise_on_log;
+  raise_on_log.mode = Mode::kLog;
+  raise_on_log.on_violation = OnViolation::kRaise;
+  EXPECT_TRUE(raise_on_log.RaisesOnViolation());
+  Config none_quarantine;
+  none_quarantine.on_violation = OnViolation::kQuarantine;
+  EXPECT_EQ(ErrorMessage([&] { none_quarantine.Validate(); }),
+            "kv-canary: on_violation quarantine requires mode log, got mode none");
 }
 
 TEST(Config, FusedVerifyIsOnUnlessTurnedOff) {

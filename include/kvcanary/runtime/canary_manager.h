@@ -135,6 +135,22 @@ class ViolationError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// A request a reported violation touched (Config::on_violation quarantine): the engine should
+// discard the tokens it produced since the step, drop cached prefixes holding the slots and
+// recompute it. Rows of a batch are matched to violations as docs/quarantine.md describes.
+struct AffectedRequest {
+  int64_t req_pool_idx = 0;
+  // The latest outer step (BeginStep's step count, from 0) whose batch held the request when a
+  // violation touched it.
+  int64_t step = 0;
+  int64_t fail_reason_bits = 0;  // the OR of its violation rows' bits (FailReason)
+  // The failing (slot, position) pairs the request reads or wrote, in report order, no repeats.
+  // Empty when the ring overflowed: every live row of the reported steps is then affected.
+  std::vector<int64_t> slots;
+  std::vector<int64_t> positions;
+  bool ring_overflow = false;
+};
+
 // Called for every violation row the reporter shows (after the untouched-row filter).
 using ViolationListener = std::function<void(const ViolationRow& row, int64_t step)>;
 
@@ -201,6 +217,12 @@ class CanaryManager {
   // The engine gave up on the step before its model ran (an op refused the forward): every
   // inner forward returns to IDLE so the step can be described again from BeginStep.
   void AbandonStep();
+
+  // Quarantine: the requests the violations reported since the last call touched, ascending by
+  // req_pool_idx, and forgets them. After EndStep of step N every violation of steps up to N - 1
+  // has been reported, so tokens held back one step are safe to deliver once this list says
+  // nothing of their request. Always empty unless Config::on_violation is quarantine.
+  std::vector<AffectedRequest> TakeAffectedRequests();
 
   // next_token_swap: the engine passes the sampled tokens of a step at sampler exit; with
   // the perturbation enabled, past warm-up (counted in calls of this method) and at least two

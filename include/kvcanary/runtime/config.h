@@ -20,8 +20,18 @@ enum class Mode {
   kRaise,  // the first batch of violations raises (the engine is expected to stop)
 };
 
+// What a reported violation does to the engine (Config::on_violation). Mode raise raises
+// whatever this says; quarantine needs mode log.
+enum class OnViolation {
+  kLog,         // log the rows (and call the listener); the engine keeps serving every request
+  kRaise,       // as mode raise: the first batch of violations raises
+  kQuarantine,  // log the rows and keep the requests they touch for TakeAffectedRequests
+};
+
 // "none", "log", "raise".
 const char* ModeName(Mode mode);
+// "log", "raise", "quarantine".
+const char* OnViolationName(OnViolation value);
 // "none", "partial", "all".
 const char* RealDataName(RealKvHashMode mode);
 
@@ -52,6 +62,8 @@ EnvLookup ProcessEnv();
 // quoting `value` as given.
 Mode ParseMode(std::string_view value);
 RealKvHashMode ParseRealData(std::string_view value);
+// "kv-canary: on_violation must be one of log/raise/quarantine, got '<value>'".
+OnViolation ParseOnViolation(std::string_view value);
 // "kv-canary: fingerprint_layers must be one of layer0/all, got '<value>'".
 FingerprintLayers ParseFingerprintLayers(std::string_view value);
 // `raw` is "full" or "swa"; else throws the target-group message quoting `raw`.
@@ -103,9 +115,18 @@ struct Config {
   // (docs/sampled_verify.md); the sweep still checks everything. 1 = every record, every
   // forward. In [1, kMaxVerifySample = 65536].
   int64_t verify_sample = 1;
+  // KVCANARY_ON_VIOLATION (kvcanary): log, raise or quarantine (docs/quarantine.md). Quarantine
+  // requires mode log; raise behaves as mode raise.
+  OnViolation on_violation = OnViolation::kLog;
+
+  // Whether a reported violation throws ViolationError: mode raise or on_violation raise.
+  bool RaisesOnViolation() const {
+    return mode == Mode::kRaise || on_violation == OnViolation::kRaise;
+  }
 
   // Throws the first error: an integer field outside its range ("kv-canary: <field> must be in
-  // [lo, hi], got v"), then sweep_interval > 0 with mode none.
+  // [lo, hi], got v"), then sweep_interval > 0 with mode none, then on_violation quarantine with
+  // a mode other than log.
   void Validate() const;
   // "Config(mode=log, real_data=none, ...)": every field, for the install INFO line.
   std::string ToString() const;

@@ -1,0 +1,57 @@
+// Quarantine's host side: which requests a reported violation touched. The runtime keeps the
+// live rows of the last two steps' batches (the rows a report can come from: a report at the end
+// of step N reads the rows of steps N - 1 and N) and matches each shown violation row to the rows
+// whose table holds its slot among the positions they read or write (docs/quarantine.md states
+// the rule).
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <vector>
+
+#include "kvcanary/runtime/canary_manager.h"
+#include "runtime/token_table.h"
+
+namespace kvcanary::runtime {
+
+// One forward of a step as the tracker keeps it: the table it read and its live rows.
+struct RecordedForward {
+  int64_t step = 0;
+  TokenTable table;
+  std::vector<int64_t> req_pool_indices;
+  std::vector<int64_t> lengths;  // prefix_len + extend_len: the positions the row reads or writes
+};
+
+class AffectedRequestTracker {
+ public:
+  // Steps kept: the reported step and the one before it.
+  static constexpr int64_t kHistorySteps = 2;
+
+  // Keeps `forward`'s live rows (padding rows, req_pool_idx 0, are skipped) and drops the
+  // forwards of steps older than kHistorySteps before `forward.step`.
+  void Record(RecordedForward forward);
+  // Adds the requests `rows` touch to the pending list; with `ring_overflow`, every recorded row.
+  // Reads the recorded rows' table entries on `stream` (one synchronisation per recorded
+  // forward). Returns the req_pool_idx of each request it added to, ascending, no repeats.
+  std::vector<int64_t> Match(const std::vector<ViolationRow>& rows, bool ring_overflow,
+                             StreamHandle stream);
+  // The pending requests, ascending by req_pool_idx; the list is then empty.
+  std::vector<AffectedRequest> Take();
+
+ private:
+  // Adds every row whose table holds a FULL-group row's slot; marks the rows matched.
+  void MatchSlots(const std::vector<ViolationRow>& rows, std::vector<bool>& matched,
+                  StreamHandle stream);
+  // Adds one (slot, position) of `violation` to the recorded row `row` of forward `forward`.
+  void Add(const RecordedForward& forward, size_t row, const ViolationRow& violation,
+           int64_t position);
+  // Every recorded row: for a violation no table names (null with a ring overflow).
+  void AddEveryRow(const ViolationRow* violation, bool ring_overflow);
+
+  std::deque<RecordedForward> history_;
+  std::map<int64_t, AffectedRequest> pending_;
+  std::vector<int64_t> touched_;  // req_pool_idx added to by the current Match
+};
+
+}  // namespace kvcanary::runtime

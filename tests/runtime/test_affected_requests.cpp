@@ -1,0 +1,113 @@
+// The quarantine matcher alone (src/runtime/affected_requests.h) over a CPU req_to_token: which
+// recorded rows a violation row touches, for the cases the fake engine cannot stage.
+#include "runtime/affected_requests.h"
+
+#include <gtest/gtest.h>
+
+#include <vector>
+
+namespace kvcanary::runtime {
+namespace {
+
+constexpr int64_t kRows = 4;
+constexpr int64_t kWidth = 8;
+
+// Request r holds slot 10 * r + p at position p; row 0 is padding.
+struct Table {
+  std::vector<int32_t> cells = std::vector<int32_t>(kRows * kWidth, 0);
+  Table() {
+    for (int64_t r = 1; r < kRows; ++r) {
+      for (int64_t p = 0; p < kWidth; ++p) cells[r * kWidth + p] = static_cast<int32_t>(10 * r + p);
+    }
+  }
+  TokenTable View() {
+    TokenTable table;
+    table.req_to_token = TensorView(cells.data(), DType::kInt32, Device::CPU(), {kRows, kWidth});
+    table.rows = kRows;
+    table.max_seq_len = kWidth;
+    return table;
+  }
+};
+
+RecordedForward Forward(Table& table, int64_t step, std::vector<int64_t> reqs,
+                        std::vector<int64_t> lengths) {
+  return RecordedForward{step, table.View(), std::move(reqs), std::move(lengths)};
+}
+
+ViolationRow Row(CanaryLaunchTag tag, int64_t slot, int64_t position, int64_t bits) {
+  ViolationRow row;
+  row.kernel_kind = static_cast<int64_t>(tag);
+  row.slot_idx = slot;
+  row.position = position;
+  row.fail_reason_bits = bits;
+  return row;
+}
+
+TEST(AffectedRequests, ASlotInsideTheReadLengthMatchesOnlyThere) {
+  Table table;
+  AffectedRequestTracker tracker;
+  tracker.Record(Forward(table, 7, {0, 1, 2, 3}, {1, 6, 6, 3}));
+  const ViolationRow inside =
+      Row(CanaryLaunchTag::kHeadKFull, 24, 4, FailReason::kVerifyChainHashMismatch);
+  EXPECT_EQ(tracker.Match({inside}, false, nullptr), (std::vector<int64_t>{2}));
+  const std::vector<AffectedRequest> affected = tracker.Take();
+  ASSERT_EQ(affected.size(), 1u);
+  EXPECT_EQ(affected[0].req_pool_idx, 2);
+  EXPECT_EQ(affected[0].slots, (std::vector<int64_t>{24}));
+  EXPECT_EQ(affected[0].positions, (std::vector<int64_t>{4}));
+  EXPECT_EQ(affected[0].step, 7);
+  EXPECT_EQ(affected[0].fail_reason_bits, FailReason::kVerifyChainHashMismatch);
+  EXPECT_TRUE(tracker.Take().empty());
+  // Slot 35 is request 3's position 5, past the 3 positions request 3 reads or writes: no table
+  // names it within a read length, so the TAIL row takes every recorded row (padding excepted).
+  const ViolationRow beyond =
+      Row(CanaryLaunchTag::kTailKFull, 35, 5, FailReason::kVerifyRealKvHashMismatch);
+  EXPECT_EQ(tracker.Match({beyond}, false, nullptr), (std::vector<int64_t>{1, 2, 3}));
+  for (const AffectedRequest& request : tracker.Take()) EXPECT_TRUE(request.slots.empty());
+}
+
+TEST(AffectedRequests, AnUnmatchedSweepRowTouchesNobody) {
+  Table table;
+  AffectedRequestTracker tracker;
+  tracker.Record(Forward(table, 0, {1, 2}, {4, 4}));
+  EXPECT_TRUE(tracker.Match({Row(CanaryLaunchTag::kSweepKFull, 99, 3, 1)}, false, nullptr).empty());
+  EXPECT_EQ(tracker.Match({Row(CanaryLaunchTag::kSweepKFull, 12, 2, 1)}, false, nullptr),
+            (std::vector<int64_t>{1}));
+}
+
+TEST(AffectedRequests, AnSwaRowTakesEveryRecordedRow) {
+  Table table;
+  AffectedRequestTracker tracker;
+  tracker.Record(Forward(table, 0, {1, 2}, {4, 4}));
+  // Slot 12 is request 1's in the full table, but an SWA row names an SWA slot.
+  EXPECT_EQ(tracker.Match({Row(CanaryLaunchTag::kHeadKSwa, 12, 2, 1)}, false, nullptr),
+            (std::vector<int64_t>{1, 2}));
+}
+
+TEST(AffectedRequests, OnlyTheLastTwoStepsAreKept) {
+  Table table;
+  AffectedRequestTracker tracker;
+  tracker.Record(Forward(table, 3, {1}, {8}));
+  tracker.Record(Forward(table, 4, {2}, {8}));
+  tracker.Record(Forward(table, 5, {3}, {8}));
+  // Step 3 is forgotten: its request 1 is not matched, and the overflow takes steps 4 and 5.
+  EXPECT_TRUE(tracker.Match({Row(CanaryLaunchTag::kSweepKFull, 12, 2, 1)}, false, nullptr).empty());
+  EXPECT_EQ(tracker.Match({}, true, nullptr), (std::vector<int64_t>{2, 3}));
+  for (const AffectedRequest& request : tracker.Take()) EXPECT_TRUE(request.ring_overflow);
+}
+
+TEST(AffectedRequests, AWriteRowMatchesTheRowThatWroteTheSlot) {
+  Table table;
+  AffectedRequestTracker tracker;
+  tracker.Record(Forward(table, 0, {1, 2}, {5, 5}));
+  const ViolationRow write =
+      Row(CanaryLaunchTag::kHeadKFull, 23, 9, FailReason::kWritePositionMismatch);
+  EXPECT_EQ(tracker.Match({write}, false, nullptr), (std::vector<int64_t>{2}));
+  const std::vector<AffectedRequest> affected = tracker.Take();
+  ASSERT_EQ(affected.size(), 1u);
+  EXPECT_EQ(affected[0].req_pool_idx, 2);
+  EXPECT_EQ(affected[0].positions, (std::vector<int64_t>{3}));
+}
+
+}  // namespace
+}  // namespace kvcanary::runtime
