@@ -139,7 +139,7 @@ class BackendRunner {
   static void ForEachView(PlanInputs& in, F&& f) {
     Each({&in.req_pool_indices, &in.prefix_lens, &in.extend_seq_lens, &in.req_to_token,
           &in.block_table, &in.full_to_swa_index_mapping, &in.req_to_verify_expected_tokens,
-          &in.req_to_verify_expected_tokens_valid_lens},
+          &in.req_to_verify_expected_tokens_valid_lens, &in.verify_phase},
          f);
   }
   template <typename F>
