@@ -34,6 +34,7 @@ runtime::Config CanaryConfig(const SimOptions& options) {
   runtime::Config config;
   config.mode = runtime::ParseMode(options.mode);
   config.real_data = runtime::ParseRealData(options.real_data);
+  config.on_violation = runtime::ParseOnViolation(options.on_violation);
   config.fingerprint_layers = runtime::ParseFingerprintLayers(options.fingerprint_layers);
   config.sweep_interval = config.mode == runtime::Mode::kNone ? 0 : options.sweep_interval;
   config.ring_capacity = options.ring_capacity;

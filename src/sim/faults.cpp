@@ -289,6 +289,7 @@ void FaultInjector::AfterStep(Engine& engine, const std::vector<ReportedViolatio
       Injection& injection = injections_[open.index];
       injection.outputs_corrupted += 1;
       if (!injection.detected) injection.corrupted_returned_before_detection += 1;
+      injection.delivered_corrupted += 1;  // no hold-back window discards a token yet
       break;
     }
     if (!attributed) unexplained_mismatches_ += 1;

@@ -253,6 +253,7 @@ void FaultInjector::OnSampled(Engine&, const Batch& batch, std::vector<int64_t>&
   // The two users receive a token the model did not produce.
   injections_[open.index].outputs_corrupted = 2;
   injections_[open.index].corrupted_returned_before_detection = 2;
+  injections_[open.index].delivered_corrupted = 2;
 }
 
 void FaultInjector::OnRestore(Engine& engine, std::vector<int64_t>& record_host_slots,

@@ -108,6 +108,7 @@ std::vector<FaultClassRow> SummarizeFaults(const ScenarioReport& report) {
       ++row.injected;
       row.outputs_corrupted += injection.outputs_corrupted;
       row.corrupted_before_detection += injection.corrupted_returned_before_detection;
+      row.delivered_corrupted += injection.delivered_corrupted;
       if (!injection.detected) continue;
       ++row.detected;
       latencies.push_back(injection.detected_step - injection.step);

@@ -28,6 +28,10 @@ struct Injection {
   // Of those, the ones returned to a user at a step before detected_step (all of them when the
   // fault went undetected).
   int64_t corrupted_returned_before_detection = 0;
+  // Of outputs_corrupted, the ones delivered to a user: sampled and not discarded by a
+  // quarantine's hold-back window. The engine holds nothing back yet, so today every corrupted
+  // output counts (with --on-violation log that is the policy itself).
+  int64_t delivered_corrupted = 0;
 };
 
 // A violation row no injection explains: a false positive.
@@ -62,6 +66,7 @@ struct ScenarioReport {
   std::string device;
   std::string mode;
   std::string real_data;
+  std::string on_violation = "log";  // --on-violation
   int64_t verify_sample = 1;  // HEAD/TAIL verify a rotating 1/K of every prefix (--verify-sample)
   std::vector<FaultKind> faults_enabled;  // EnabledFaults() of the run's options
   std::vector<Injection> injections;      // in injection order
@@ -85,6 +90,7 @@ struct FaultClassRow {
   int64_t latency_max = -1;
   int64_t outputs_corrupted = 0;
   int64_t corrupted_before_detection = 0;
+  int64_t delivered_corrupted = 0;
 };
 
 // A row for every enabled class (injected or not, so a class the engine found no target for

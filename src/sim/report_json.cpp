@@ -32,7 +32,14 @@ Json RowJson(const FaultClassRow& row) {
           {"latency_median", LatencyOrNull(row.latency_median)},
           {"latency_max", LatencyOrNull(static_cast<double>(row.latency_max))},
           {"outputs_corrupted", row.outputs_corrupted},
-          {"corrupted_before_detection", row.corrupted_before_detection}};
+          {"corrupted_before_detection", row.corrupted_before_detection},
+          {"delivered_corrupted_tokens", row.delivered_corrupted}};
+}
+
+int64_t DeliveredCorruptedTotal(const std::vector<FaultClassRow>& rows) {
+  int64_t total = 0;
+  for (const FaultClassRow& row : rows) total += row.delivered_corrupted;
+  return total;
 }
 
 Json ViolationJson(const ObservedViolation& v) {
@@ -45,12 +52,15 @@ Json ScenarioJson(const ScenarioReport& report) {
   json["scenario"] = report.scenario;
   json["device"] = report.device;
   json["mode"] = report.mode;
+  json["on_violation"] = report.on_violation;
   json["real_data"] = report.real_data;
   json["verify_sample"] = report.verify_sample;
   json["faults_enabled"] = Json::array();
   for (FaultKind fault : report.faults_enabled) json["faults_enabled"].push_back(FaultName(fault));
   json["faults"] = Json::array();
-  for (const FaultClassRow& row : SummarizeFaults(report)) json["faults"].push_back(RowJson(row));
+  const std::vector<FaultClassRow> rows = SummarizeFaults(report);
+  for (const FaultClassRow& row : rows) json["faults"].push_back(RowJson(row));
+  json["delivered_corrupted_tokens"] = DeliveredCorruptedTotal(rows);
   json["injections"] = Json::array();
   for (const Injection& injection : report.injections) {
     json["injections"].push_back(InjectionJson(injection));

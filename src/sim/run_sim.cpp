@@ -103,6 +103,7 @@ ScenarioReport RunScenario(const SimOptions& options, const ProgressFn& progress
   report.scenario = options.scenario;
   report.device = options.device;
   report.mode = options.mode;
+  report.on_violation = options.on_violation;
   report.real_data = options.real_data;
   report.verify_sample = options.verify_sample;
   report.faults_enabled = EnabledFaults(options);

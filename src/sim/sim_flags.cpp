@@ -72,6 +72,8 @@ std::vector<SimFlag> BuildTable() {
               "Injections per enabled fault class"),
       Text("mode", kChoice, &O::mode, "none|log|raise", "Canary mode"),
       Text("real-data", kChoice, &O::real_data, "none|partial|all", "Real-KV hashing"),
+      Text("on-violation", kChoice, &O::on_violation, "log|quarantine",
+           "What a violation does: log, or quarantine (name the requests it touched)"),
       Text("fingerprint-layers", kChoice, &O::fingerprint_layers, "layer0|all",
            "Layers a real-KV fingerprint folds: layer 0, or all"),
       Integer("sweep-interval", &O::sweep_interval, 0, kMaxTokens,

@@ -248,6 +248,10 @@ void ValidatePaging(const SimOptions& o) {
 void ValidateCanary(const SimOptions& o) {
   RequireOneOf("--mode", o.mode, {"none", "log", "raise"});
   RequireOneOf("--real-data", o.real_data, {"none", "partial", "all"});
+  RequireOneOf("--on-violation", o.on_violation, {"log", "quarantine"});
+  if (o.on_violation == "quarantine" && o.mode != "log") {
+    Throw("--on-violation quarantine requires --mode log, got --mode ", o.mode);
+  }
   RequireOneOf("--fingerprint-layers", o.fingerprint_layers, {"layer0", "all"});
   RequireAtLeast("--sweep-interval", o.sweep_interval, 0);
   RequireAtLeast("--verify-sample", o.verify_sample, 1);  // the maximum: CheckFlagMaxima

@@ -94,6 +94,9 @@ struct SimOptions {
   // --- the canary ---
   std::string mode = "log";           // "none", "log" (violations go to the report) or "raise"
   std::string real_data = "partial";  // real-KV hashing: "none", "partial" (16 bytes) or "all"
+  // What a violation does to the engine (Config::on_violation): "log", or "quarantine" (the
+  // runtime also names the requests the violations touched; needs mode "log").
+  std::string on_violation = "log";
   // Layers fingerprinted: "layer0" (layer 0) or "all" (every layer; the paged preset's).
   std::string fingerprint_layers = "layer0";
   int64_t sweep_interval = 8;         // steps between SWEEP verifies of cached slots; 0 = off

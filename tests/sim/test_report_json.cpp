@@ -22,6 +22,7 @@ ScenarioReport FailingReport() {
   detected.detected_step = 12;
   detected.detected_by = "HEAD_K_FULL verify_chain_hash";
   detected.outputs_corrupted = 2;
+  detected.delivered_corrupted = 1;
   Injection missed;
   missed.fault = FaultKind::kSwaLutStale;
   missed.step = 30;
@@ -55,6 +56,10 @@ TEST(ReportJson, CarriesRowsVerdictAndLists) {
   EXPECT_EQ(row["latency_max"], 2.0);
   EXPECT_EQ(row["outputs_corrupted"], 2);
   EXPECT_EQ(row["corrupted_before_detection"], 0);
+  EXPECT_EQ(row["delivered_corrupted_tokens"], 1);
+  EXPECT_EQ(s["faults"][1]["delivered_corrupted_tokens"], 0);
+  EXPECT_EQ(s["delivered_corrupted_tokens"], 1);
+  EXPECT_EQ(s["on_violation"], "log");
   // Nothing detected: latencies are null, not a number that could be averaged.
   EXPECT_TRUE(s["faults"][1]["latency_median"].is_null());
   EXPECT_TRUE(s["faults"][1]["latency_max"].is_null());
@@ -87,10 +92,12 @@ TEST(ReportJson, WrittenTextParsesBackToTheSameDocument) {
   const std::vector<std::string> keys = {"scenario",
                                          "device",
                                          "mode",
+                                         "on_violation",
                                          "real_data",
                                          "verify_sample",
                                          "faults_enabled",
                                          "faults",
+                                         "delivered_corrupted_tokens",
                                          "injections",
                                          "false_positives",
                                          "undetected",

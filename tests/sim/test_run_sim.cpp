@@ -64,6 +64,34 @@ TEST(RunScenario, PagedDetectsEveryPagedFaultClass) {
   EXPECT_GT(report.coverage.prefix_hit_rate, 0.3) << "the cache shared no blocks";
 }
 
+// --on-violation quarantine installs the runtime with Config::on_violation quarantine. Naming the
+// affected requests must not change what is detected: the run matches the log control injection
+// for injection. Nothing is held back yet, so every corrupted output counts as delivered.
+TEST(RunScenario, QuarantinePolicyDetectsAsLogAndCountsDeliveredCorruption) {
+  SimOptions options = ScenarioPreset("default");
+  const ScenarioReport control = RunScenario(options, nullptr);
+  options.on_violation = "quarantine";
+  const ScenarioReport report = RunScenario(options, nullptr);
+  EXPECT_EQ(report.on_violation, "quarantine");
+  EXPECT_EQ(ExitCode({report}), 0) << Describe(report);
+  EXPECT_TRUE(report.false_positives.empty()) << Describe(report);
+  ASSERT_EQ(report.injections.size(), control.injections.size());
+  int64_t corrupted = 0, delivered = 0;
+  for (size_t i = 0; i < report.injections.size(); ++i) {
+    const Injection& injection = report.injections[i];
+    EXPECT_EQ(injection.fault, control.injections[i].fault);
+    EXPECT_EQ(injection.detected_step, control.injections[i].detected_step) << injection.target;
+    EXPECT_LE(injection.delivered_corrupted, injection.outputs_corrupted) << injection.target;
+    corrupted += injection.outputs_corrupted;
+    delivered += injection.delivered_corrupted;
+  }
+  int64_t summed = 0;
+  for (const FaultClassRow& row : SummarizeFaults(report)) summed += row.delivered_corrupted;
+  EXPECT_EQ(summed, delivered);
+  EXPECT_GT(delivered, 0) << "the faults changed no output";
+  EXPECT_EQ(delivered, corrupted) << "a token was discarded, yet the engine holds none back";
+}
+
 // Sampled verify (a rotating 1/8 of every prefix per forward): prefill and decode batches
 // alternate, so a request misses forwards; its own phase still rotates, so every fault is caught,
 // later than at K = 1 but within the horizon.

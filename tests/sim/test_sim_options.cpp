@@ -116,6 +116,22 @@ TEST(SimOptions, FingerprintLayersIsLayer0OrAll) {
   ExpectRejected(options, "--fingerprint-layers must be one of layer0, all, got 'every'");
 }
 
+// Quarantine names the requests a violation touched, which the runtime only does in mode log.
+TEST(SimOptions, OnViolationIsLogOrQuarantineWithModeLog) {
+  SimOptions options;
+  options.on_violation = "raise";  // the runtime's third policy is --mode raise here
+  ExpectRejected(options, "--on-violation must be one of log, quarantine, got 'raise'");
+  options.on_violation = "quarantine";
+  for (const char* mode : {"none", "raise"}) {
+    options.mode = mode;
+    ExpectRejected(options,
+                   std::string("--on-violation quarantine requires --mode log, got --mode ") + mode);
+  }
+  options.mode = "log";
+  EXPECT_EQ(ValidationError(options), "");
+  EXPECT_EQ(SimOptions().on_violation, "log");
+}
+
 TEST(SimOptions, RejectsABlockSizeThatDoesNotFitThePool) {
   SimOptions o;
   o.block_size = 24;  // 16384 slots are not whole blocks of 24
