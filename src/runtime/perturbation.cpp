@@ -42,15 +42,13 @@ int64_t ReadIndex(const TensorView& view, int64_t row, int64_t col, StreamHandle
   return value;
 }
 
-// Elements [0, count) of a 1-D int64 view (or of row `row` of a 2-D int32 table), on the host.
-std::vector<int64_t> ReadRow(const TensorView& view, int64_t row, int64_t count,
-                             StreamHandle stream) {
+// Elements [0, count) of a 1-D integer view, on the host (a table's rows: ReadTableSlots).
+std::vector<int64_t> ReadRow(const TensorView& view, int64_t count, StreamHandle stream) {
   std::vector<int64_t> out(count);
   if (count <= 0) return out;
-  const bool table = view.ndim() >= 2;
   const int64_t item = ItemSize(view.dtype());
-  const int64_t stride = table ? view.stride(1) : view.stride(0);
-  const char* base = table ? ElementAddress(view, row, 0) : static_cast<const char*>(view.data());
+  const int64_t stride = view.stride(0);
+  const char* base = static_cast<const char*>(view.data());
   std::vector<char> bytes(count * item);
   if (stride == 1) {
     CopyBytesAsync(bytes.data(), base, count * item, view.device(), stream);
@@ -197,7 +195,7 @@ std::vector<int64_t> Perturber::WrittenSlots(const ForwardState& forward) const 
   int64_t count = 0;
   for (int64_t extend : forward.host.extend_seq_lens) count += std::max<int64_t>(extend, 0);
   count = std::min({count, batch.num_tokens, batch.out_cache_loc.size(0)});
-  std::vector<int64_t> slots = ReadRow(batch.out_cache_loc, 0, count, host_.Stream());
+  std::vector<int64_t> slots = ReadRow(batch.out_cache_loc, count, host_.Stream());
   slots.erase(std::remove(slots.begin(), slots.end(), kTokenToKvSlotPadding), slots.end());
   return slots;
 }
@@ -207,7 +205,8 @@ std::vector<Perturber::ActiveEntry> Perturber::CollectActive(const ForwardState&
   const TokenTable table = TableOf(forward);
   const std::vector<int64_t> written_list = WrittenSlots(forward);
   const std::unordered_set<int64_t> written(written_list.begin(), written_list.end());
-  std::vector<ActiveEntry> active;
+  std::vector<TableRowSpan> spans;
+  std::vector<int64_t> seq_lens;
   for (size_t r = 0; r < host.req_pool_indices.size(); ++r) {
     const int64_t rp = host.req_pool_indices[r];
     if (rp == kReqPoolIdxPadding || rp < 0 || rp >= table.rows || r >= host.prefix_lens.size()) {
@@ -215,15 +214,16 @@ std::vector<Perturber::ActiveEntry> Perturber::CollectActive(const ForwardState&
     }
     const int64_t extend = r < host.extend_seq_lens.size() ? host.extend_seq_lens[r] : 0;
     const int64_t seq_len = host.prefix_lens[r] + extend;
-    const int64_t count = std::min(seq_len, table.max_seq_len);
-    // A block table row holds a block per block_size positions: expand it to slots.
-    const int64_t block = table.block_size;
-    const std::vector<int64_t> cells =
-        ReadRow(table.tensor(), rp, (count + block - 1) / block, host_.Stream());
-    for (int64_t pos = 0; pos < count; ++pos) {
-      const int64_t slot = cells[pos / block] * block + pos % block;
+    spans.push_back(TableRowSpan{rp, std::clamp<int64_t>(seq_len, 0, table.max_seq_len)});
+    seq_lens.push_back(seq_len);
+  }
+  const std::vector<std::vector<int64_t>> slots = ReadTableSlots(table, spans, host_.Stream());
+  std::vector<ActiveEntry> active;
+  for (size_t i = 0; i < spans.size(); ++i) {
+    for (int64_t pos = 0; pos < spans[i].length; ++pos) {
+      const int64_t slot = slots[i][pos];
       if (slot >= 0 && written.count(slot) == 0) {
-        active.push_back(ActiveEntry{rp, pos, slot, seq_len});
+        active.push_back(ActiveEntry{spans[i].row, pos, slot, seq_lens[i]});
       }
     }
   }
