@@ -204,9 +204,9 @@ class FakeEngine {
       }
       table_.Upload(4 * (request.row * options_.max_context + begin), 4 * (end - begin),
                     stream_.handle());
-      blocks_.UploadAll(stream_.handle());
       request.written = end;
     }
+    blocks_.UploadAll(stream_.handle());  // the step's new blocks, every row's at once
     const int64_t live_rows = static_cast<int64_t>(rows.size());
     std::vector<int64_t> batch_rows = rows, batch_prefix = prefix, batch_extend = extend;
     std::vector<int64_t> batch_ids = step.ids, batch_positions = step.positions;
