@@ -247,14 +247,16 @@ class FakeEngine {
       WriteKvToken(step.slots[i], step.ids[i], step.positions[i]);
     }
   }
-  // Enqueues the pool rows a step wrote, host -> device (nothing on the CPU).
+  // Enqueues the pool rows a step wrote in every layer, host -> device (nothing on the CPU).
   void UploadKvRows(const PreparedStep& step) {
     if (step.slots.empty()) return;
     const auto [lo, hi] = std::minmax_element(step.slots.begin(), step.slots.end());
-    const int64_t offset = *lo * options_.bytes_per_token;
     const int64_t bytes = (*hi - *lo + 1) * options_.bytes_per_token;
-    k_.Upload(offset, bytes, stream_.handle());
-    v_.Upload(offset, bytes, stream_.handle());
+    for (int64_t layer = 0; layer < LayerCount(options_); ++layer) {
+      const int64_t offset = (layer * options_.num_slots + *lo) * options_.bytes_per_token;
+      k_.Upload(offset, bytes, stream_.handle());
+      v_.Upload(offset, bytes, stream_.handle());
+    }
   }
   // Enqueues a copy of the whole host pool to the device pool: a kernel-free "model" whose
   // launches do not depend on the step, so it can be captured in a CUDA graph (CUDA only).
