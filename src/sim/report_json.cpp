@@ -33,13 +33,8 @@ Json RowJson(const FaultClassRow& row) {
           {"latency_max", LatencyOrNull(static_cast<double>(row.latency_max))},
           {"outputs_corrupted", row.outputs_corrupted},
           {"corrupted_before_detection", row.corrupted_before_detection},
-          {"delivered_corrupted_tokens", row.delivered_corrupted}};
-}
-
-int64_t DeliveredCorruptedTotal(const std::vector<FaultClassRow>& rows) {
-  int64_t total = 0;
-  for (const FaultClassRow& row : rows) total += row.delivered_corrupted;
-  return total;
+          {"delivered_corrupted_tokens", row.delivered_corrupted},
+          {"discarded_corrupted_tokens", row.discarded_corrupted}};
 }
 
 Json ViolationJson(const ObservedViolation& v) {
@@ -60,7 +55,17 @@ Json ScenarioJson(const ScenarioReport& report) {
   json["faults"] = Json::array();
   const std::vector<FaultClassRow> rows = SummarizeFaults(report);
   for (const FaultClassRow& row : rows) json["faults"].push_back(RowJson(row));
-  json["delivered_corrupted_tokens"] = DeliveredCorruptedTotal(rows);
+  json["delivered_corrupted_tokens"] = DeliveredCorrupted(report);
+  json["outputs_checked"] = report.outputs_checked;
+  json["outputs_wrong"] = report.outputs_wrong;
+  const QuarantineStats& q = report.quarantine;
+  json["quarantine"] = {{"hold_back", report.hold_back},
+                        {"requests_recomputed", q.requests_recomputed},
+                        {"tokens_delivered", q.tokens_delivered},
+                        {"tokens_discarded", q.tokens_discarded},
+                        {"cached_prefixes_dropped", q.nodes_removed},
+                        {"tokens_held_at_end", report.tokens_held_at_end},
+                        {"delivered_corrupted_unexplained", report.delivered_corrupted_unexplained}};
   json["injections"] = Json::array();
   for (const Injection& injection : report.injections) {
     json["injections"].push_back(InjectionJson(injection));
