@@ -41,11 +41,22 @@ void ExpectRecomputedFirst(MiniEngine& engine, int64_t step, int64_t id, int64_t
   EXPECT_TRUE(row.produces_token);
 }
 
+// Submits request 0 (prompt 1..6, `max_new` outputs) and runs `steps` steps from step 0.
+void RunRequestZero(MiniEngine& engine, int64_t max_new, int64_t steps) {
+  engine.scheduler.Submit(Spec(0, Range(1, 6), max_new));
+  engine.Run(0, steps);
+}
+
+// Every produced token was the oracle's and no slot leaked.
+void ExpectCorrectAndNoLeak(const MiniEngine& engine) {
+  EXPECT_EQ(engine.mismatches, 0);
+  engine.ExpectNoLeak();
+}
+
 TEST(SchedulerRequeue, RequeueFreesTheKvAndPutsTheRequestAtTheHead) {
   MiniEngine engine(128, Options(1, 64, 64, 64));
-  engine.scheduler.Submit(Spec(0, Range(1, 6), 5));
-  engine.scheduler.Submit(Spec(1, Range(50, 4), 2));  // waits: one request runs at a time
-  engine.Run(0, 3);
+  engine.scheduler.Submit(Spec(1, Range(50, 4), 2, 1));  // waits: one request runs at a time
+  RunRequestZero(engine, 5, 3);
   Request* req = engine.scheduler.running().at(0).get();
   const Ids first_outputs = req->output;
   ASSERT_EQ(first_outputs.size(), 3u);
@@ -72,14 +83,12 @@ TEST(SchedulerRequeue, RequeueFreesTheKvAndPutsTheRequestAtTheHead) {
   // The oracle is deterministic: recomputing gives the same first outputs again.
   EXPECT_EQ(Ids(done.output.begin(), done.output.begin() + 3), first_outputs);
   EXPECT_EQ(done.recomputed, 1);
-  EXPECT_EQ(engine.mismatches, 0);
-  engine.ExpectNoLeak();
+  ExpectCorrectAndNoLeak(engine);
 }
 
 TEST(SchedulerRequeue, RequeueUnlocksTheCachedPrefixAndKeepsTheKeptUnit) {
   MiniEngine engine(128, Options(2, 64, 64, 64));
-  engine.scheduler.Submit(Spec(0, Range(1, 6), 2));
-  engine.Run(0, 10);
+  RunRequestZero(engine, 2, 10);
   ASSERT_EQ(engine.finished.size(), 1u);
   Ids prompt = engine.finished[0]->tokens;  // 6 prompt tokens + 2 outputs, 7 of them cached
   prompt.insert(prompt.end(), {700, 701, 702});
@@ -107,14 +116,12 @@ TEST(SchedulerRequeue, RequeueUnlocksTheCachedPrefixAndKeepsTheKeptUnit) {
   engine.Run(13, 50);
   ASSERT_EQ(engine.finished.size(), 2u);
   EXPECT_EQ(engine.finished[1]->output.size(), 6u);
-  EXPECT_EQ(engine.mismatches, 0);
-  engine.ExpectNoLeak();
+  ExpectCorrectAndNoLeak(engine);
 }
 
 TEST(SchedulerRequeue, ResubmitQueuesAFinishedRequestAgain) {
   MiniEngine engine(128, Options(2, 64, 64, 64));
-  engine.scheduler.Submit(Spec(0, Range(1, 6), 5));
-  engine.Run(0, 10);
+  RunRequestZero(engine, 5, 10);
   ASSERT_EQ(engine.finished.size(), 1u);
   std::unique_ptr<Request> done = std::move(engine.finished[0]);
   engine.finished.clear();
@@ -133,14 +140,12 @@ TEST(SchedulerRequeue, ResubmitQueuesAFinishedRequestAgain) {
   EXPECT_EQ(engine.finished[0]->output, first_outputs);
   EXPECT_EQ(engine.finished[0]->recomputed, 1);
   EXPECT_EQ(engine.scheduler.stats().finished, 2);
-  EXPECT_EQ(engine.mismatches, 0);
-  engine.ExpectNoLeak();
+  ExpectCorrectAndNoLeak(engine);
 }
 
 TEST(SchedulerRequeue, KeepOutputsIsClampedToTheOutputsThereAre) {
   MiniEngine engine(128, Options(2, 64, 64, 64));
-  engine.scheduler.Submit(Spec(0, Range(1, 6), 5));
-  engine.Run(0, 2);
+  RunRequestZero(engine, 5, 2);
   Request* req = engine.scheduler.running().at(0).get();
   const Ids outputs = req->output;
   ASSERT_EQ(outputs.size(), 2u);
@@ -208,8 +213,7 @@ TEST(SchedulerRowDelay, WithoutADelayTheRowIsZeroedAndReusedAtOnce) {
 TEST(SchedulerRowDelay, ARequeuedRequestsRowWaitsToo) {
   MiniEngine engine(128, Options(1, 64, 64, 64));
   engine.scheduler.SetRowReleaseDelay(2);
-  engine.scheduler.Submit(Spec(0, Range(1, 6), 5));
-  engine.Run(0, 2);
+  RunRequestZero(engine, 5, 2);
   Request* req = engine.scheduler.running().at(0).get();
   const int64_t row = req->row;
   const int64_t first_slot = req->slots[0];
@@ -246,8 +250,7 @@ TEST(SchedulerRowDelay, PagedRequeueKeepsTheBlockTableRowAndRecomputesInWholeBlo
   ASSERT_EQ(engine.finished.size(), 1u);
   EXPECT_EQ(Ids(engine.finished[0]->output.begin(), engine.finished[0]->output.begin() + 3),
             outputs);
-  EXPECT_EQ(engine.mismatches, 0);
-  engine.ExpectNoLeak();
+  ExpectCorrectAndNoLeak(engine);
 }
 
 }  // namespace
