@@ -153,6 +153,38 @@ TEST(SchedulerRequeue, KeepOutputsIsClampedToTheOutputsThereAre) {
   ExpectQueuedAgain(*engine.scheduler.waiting().front(), outputs, 1);
 }
 
+TEST(SchedulerRequeue, AFinishedRequestQueuedAgainRecomputesAtLeastItsLastOutput) {
+  MiniEngine engine(128, Options(2, 64, 64, 64));
+  RunRequestZero(engine, 5, 10);
+  ASSERT_EQ(engine.finished.size(), 1u);
+  std::unique_ptr<Request> done = std::move(engine.finished[0]);
+  engine.finished.clear();
+  const Ids outputs = done->output;
+  engine.scheduler.Resubmit(std::move(done), 5);
+  ExpectQueuedAgain(*engine.scheduler.waiting().front(), Ids(outputs.begin(), outputs.end() - 1),
+                    1);
+  engine.Run(10, 10);
+  ASSERT_EQ(engine.finished.size(), 1u);
+  EXPECT_EQ(engine.finished[0]->output, outputs);  // not a sixth output beyond max_new_tokens
+  ExpectCorrectAndNoLeak(engine);
+}
+
+TEST(SchedulerRequeue, ARequestThatFilledTheContextRecomputesItsLastOutput) {
+  MiniEngine engine(128, Options(2, 64, 64, 10));
+  RunRequestZero(engine, 50, 10);  // 6 prompt tokens: finishes at 10 tokens, 4 outputs
+  ASSERT_EQ(engine.finished.size(), 1u);
+  std::unique_ptr<Request> done = std::move(engine.finished[0]);
+  engine.finished.clear();
+  const Ids outputs = done->output;
+  ASSERT_EQ(outputs.size(), 4u);
+  engine.scheduler.Resubmit(std::move(done), 4);
+  EXPECT_EQ(engine.scheduler.waiting().front()->output.size(), 3u);
+  engine.Run(10, 10);
+  ASSERT_EQ(engine.finished.size(), 1u);
+  EXPECT_EQ(engine.finished[0]->output, outputs);
+  ExpectCorrectAndNoLeak(engine);
+}
+
 TEST(SchedulerRequeue, RequeueOfARequestNotRunningIsRefused) {
   MiniEngine engine(128, Options(2, 64, 64, 64));
   engine.scheduler.Submit(Spec(0, Range(1, 6), 5));
