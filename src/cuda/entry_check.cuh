@@ -11,11 +11,10 @@
 //                      the stage-1 offsets, then the req_to_token cells of its position and the one
 //                      before, coalesced across the warp (consecutive threads hold consecutive
 //                      entries); a predecessor record is the one the neighbouring thread loads
-// A paired launch checks the K and V halves of a group in the same pass: the grid walks
-// (entry, half) items, the two halves of an entry on neighbouring threads, so both derive it at
-// once (the second derivation hits the cache) and a small plan (a sampled verify, a short batch)
-// spreads both halves over the grid instead of checking them one after the other on each thread;
-// each half keeps its own counters and rows, so the result equals two separate launches.
+// A paired launch checks the K and V halves of a group in the same pass (deriving or reading each
+// entry once per half: the second time hits the cache, and holding entries across halves would
+// cost the registers that keep loads in flight); each half keeps its own counters and rows, so the
+// result equals two separate launches.
 #pragma once
 
 #include "core/verify_math.h"
@@ -37,20 +36,10 @@ __device__ inline VerifyEntry EntryAt(const FusedVerifyParams& p, int64_t e) {
   return FusedEntry(p, e);
 }
 
-// Item i of a launch of `halves` halves: entry i / halves of half i % halves.
-struct EntryItem {
-  int64_t entry;
-  int half;
-};
-__device__ inline EntryItem ItemAt(int64_t item, int halves) {
-  return halves == 2 ? EntryItem{item >> 1, static_cast<int>(item & 1)} : EntryItem{item, 0};
-}
-
 template <typename Params>
 __global__ void __launch_bounds__(kEntryCheckThreads, 4)
     EntryCheckKernel(const __grid_constant__ Halves<Params> v) {
   const int64_t n = EntryCount(v.half[0]);  // the plan is shared by the halves
-  const int64_t items = n * v.num_halves;   // n <= capacity, validated far below 2^62
   const int64_t stride = int64_t{gridDim.x} * blockDim.x;
   const int64_t first = int64_t{blockIdx.x} * blockDim.x + threadIdx.x;
   if (first < v.num_halves) {
@@ -58,26 +47,23 @@ __global__ void __launch_bounds__(kEntryCheckThreads, 4)
     AddToCounter(half.launch.kernel_run_counter, 1);  // every launch, enabled or not
     if (*half.enable != 0) AddToCounter(half.launch.slot_run_counter, n);
   }
-  for (int64_t base = first; base < items; base += kEntriesPerThread * stride) {
-    int64_t bits[kEntriesPerThread];
-    ViolationRow unused;
+  for (int64_t base = first; base < n; base += kEntriesPerThread * stride) {
+    for (int h = 0; h < v.num_halves; ++h) {
+      const Params& half = v.half[h];
+      int64_t bits[kEntriesPerThread];
+      ViolationRow unused;
 #pragma unroll
-    for (int j = 0; j < kEntriesPerThread; ++j) {
-      const int64_t item = base + j * stride;
-      const EntryItem at = ItemAt(item, v.num_halves);
-      const Params& half = v.half[at.half];
-      bits[j] = item < items
-                    ? CheckEntry(half.launch, half.check_token, EntryAt(half, at.entry), &unused)
-                    : 0;
-    }
+      for (int j = 0; j < kEntriesPerThread; ++j) {
+        const int64_t e = base + j * stride;
+        bits[j] = e < n ? CheckEntry(half.launch, half.check_token, EntryAt(half, e), &unused) : 0;
+      }
 #pragma unroll
-    for (int j = 0; j < kEntriesPerThread; ++j) {
-      if (bits[j] == 0) continue;
-      const EntryItem at = ItemAt(base + j * stride, v.num_halves);
-      const Params& half = v.half[at.half];
-      ViolationRow row;
-      CheckEntry(half.launch, half.check_token, EntryAt(half, at.entry), &row);
-      RecordViolation(half.launch, row);
+      for (int j = 0; j < kEntriesPerThread; ++j) {
+        if (bits[j] == 0) continue;
+        ViolationRow row;
+        CheckEntry(half.launch, half.check_token, EntryAt(half, base + j * stride), &row);
+        RecordViolation(half.launch, row);
+      }
     }
   }
 }
@@ -87,8 +73,8 @@ __global__ void __launch_bounds__(kEntryCheckThreads, 4)
 // still spread over many SMs, and a captured graph replays with any count.
 template <typename Params>
 cudaError_t LaunchEntryCheck(const Halves<Params>& v, cudaStream_t stream) {
-  const int blocks = PersistentGrid(EntryCheckKernel<Params>, kEntryCheckThreads,
-                                    v.half[0].capacity * v.num_halves);
+  const int blocks =
+      PersistentGrid(EntryCheckKernel<Params>, kEntryCheckThreads, v.half[0].capacity);
   EntryCheckKernel<Params><<<blocks, kEntryCheckThreads, 0, stream>>>(v);
   return cudaGetLastError();
 }
