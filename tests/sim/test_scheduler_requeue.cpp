@@ -47,6 +47,15 @@ void RunRequestZero(MiniEngine& engine, int64_t max_new, int64_t steps) {
   engine.Run(0, steps);
 }
 
+// The one finished request, taken from the engine (null, and a failure, when there is not one).
+std::unique_ptr<Request> TakeOnlyFinished(MiniEngine& engine) {
+  EXPECT_EQ(engine.finished.size(), 1u);
+  if (engine.finished.size() != 1) return nullptr;
+  std::unique_ptr<Request> done = std::move(engine.finished[0]);
+  engine.finished.clear();
+  return done;
+}
+
 // Every produced token was the oracle's and no slot leaked.
 void ExpectCorrectAndNoLeak(const MiniEngine& engine) {
   EXPECT_EQ(engine.mismatches, 0);
@@ -122,9 +131,8 @@ TEST(SchedulerRequeue, RequeueUnlocksTheCachedPrefixAndKeepsTheKeptUnit) {
 TEST(SchedulerRequeue, ResubmitQueuesAFinishedRequestAgain) {
   MiniEngine engine(128, Options(2, 64, 64, 64));
   RunRequestZero(engine, 5, 10);
-  ASSERT_EQ(engine.finished.size(), 1u);
-  std::unique_ptr<Request> done = std::move(engine.finished[0]);
-  engine.finished.clear();
+  std::unique_ptr<Request> done = TakeOnlyFinished(engine);
+  ASSERT_NE(done, nullptr);
   const Ids first_outputs = done->output;
   ASSERT_EQ(first_outputs.size(), 5u);
 
@@ -156,9 +164,8 @@ TEST(SchedulerRequeue, KeepOutputsIsClampedToTheOutputsThereAre) {
 TEST(SchedulerRequeue, AFinishedRequestQueuedAgainRecomputesAtLeastItsLastOutput) {
   MiniEngine engine(128, Options(2, 64, 64, 64));
   RunRequestZero(engine, 5, 10);
-  ASSERT_EQ(engine.finished.size(), 1u);
-  std::unique_ptr<Request> done = std::move(engine.finished[0]);
-  engine.finished.clear();
+  std::unique_ptr<Request> done = TakeOnlyFinished(engine);
+  ASSERT_NE(done, nullptr);
   const Ids outputs = done->output;
   engine.scheduler.Resubmit(std::move(done), 5);
   ExpectQueuedAgain(*engine.scheduler.waiting().front(), Ids(outputs.begin(), outputs.end() - 1),
@@ -172,9 +179,8 @@ TEST(SchedulerRequeue, AFinishedRequestQueuedAgainRecomputesAtLeastItsLastOutput
 TEST(SchedulerRequeue, ARequestThatFilledTheContextRecomputesItsLastOutput) {
   MiniEngine engine(128, Options(2, 64, 64, 10));
   RunRequestZero(engine, 50, 10);  // 6 prompt tokens: finishes at 10 tokens, 4 outputs
-  ASSERT_EQ(engine.finished.size(), 1u);
-  std::unique_ptr<Request> done = std::move(engine.finished[0]);
-  engine.finished.clear();
+  std::unique_ptr<Request> done = TakeOnlyFinished(engine);
+  ASSERT_NE(done, nullptr);
   const Ids outputs = done->output;
   ASSERT_EQ(outputs.size(), 4u);
   engine.scheduler.Resubmit(std::move(done), 4);
