@@ -28,6 +28,7 @@
 #include "kvcanary/runtime/config.h"
 #include "kvcanary/runtime/log.h"
 #include "kvcanary/runtime/metrics.h"
+#include "kvcanary/runtime/page_store.h"
 #include "kvcanary/runtime/radix_view.h"
 #include "kvcanary/runtime/rank_signal.h"
 #include "kvcanary/runtime/violation_format.h"
@@ -242,6 +243,23 @@ class CanaryManager {
                      const HostLayer0& host_layer0 = {});
   void RestoreRecords(GroupKind kind, const std::vector<int64_t>& host_indices,
                       const std::vector<int64_t>& device_indices);
+
+  // L3 tier below the host pool (page_store.h). OffloadToStore synchronises the stream and
+  // stores the host-mirror records of `host_indices` (every buffer of the group) as one record
+  // blob under `key`: call it after BackupRecords of those slots, when the engine writes the
+  // page's KV to the same store. LoadFromStore puts a stored page's records back into the host
+  // mirrors of `host_indices` (same count; RestoreRecords then moves them to the device) and
+  // returns true, or returns false, changing nothing, when `key` holds no entry. A blob of the
+  // wrong size, header, key or checksum logs an ERROR "CANARY_L3_LOAD CORRUPT [<KIND>]: key=..."
+  // and throws ViolationError "kv-canary: CANARY_L3_LOAD: stored page '<key>' is corrupt:
+  // <reason>"; with config.verify_backup the loaded records are re-hashed against `host_layer0`
+  // (the page's KV, already loaded into the host pool) as BackupRecords does, and a mismatch
+  // throws its CANARY_VERIFY_BACKUP ViolationError. A rejected load leaves the mirrors as they
+  // were.
+  void OffloadToStore(GroupKind kind, const std::vector<int64_t>& host_indices, PageStore& store,
+                      const std::string& key);
+  bool LoadFromStore(GroupKind kind, const std::vector<int64_t>& host_indices, PageStore& store,
+                     const std::string& key, const HostLayer0& host_layer0 = {});
 
   // PD transfer: the canary buffers of a group as (pointer, bytes, item bytes) entries, in
   // splice order [k_head, k_tail, v_head, v_tail] (V omitted for a K-only group).
