@@ -92,6 +92,7 @@ Engine::Engine(const SimOptions& options, std::string name, runtime::LogSink* lo
     host_kv_.resize(options.host_slots);
     host_contents_.resize(options.host_slots);
     for (int64_t h = options.host_slots - 1; h >= 0; --h) host_free_.push_back(h);
+    if (options.l3_slots > 0) l3_ = std::make_unique<L3Tier>(options.host_slots + options.l3_slots);
     scheduler_->SetEvictCallback(
         [this](RadixCache::NodeId, const std::vector<int64_t>& device) { return BackupToHost(device); });
     scheduler_->SetRestoreCallback([this](RadixCache::NodeId, const std::vector<int64_t>& host,
@@ -275,7 +276,11 @@ bool Engine::Step(int64_t step, EngineHooks& hooks) {
   };
   hooks_ = &hooks;
   Batch batch = scheduler_->Schedule(step);
-  for (int64_t host_slot : radix_->TakeReleasedHostSlots()) host_free_.push_back(host_slot);
+  if (l3_) {
+    ReleaseTierIds(radix_->TakeReleasedHostSlots());
+  } else {
+    for (int64_t host_slot : radix_->TakeReleasedHostSlots()) host_free_.push_back(host_slot);
+  }
   if (batch.kind == Batch::kPoolTooSmall) {
     throw UsageError("pool too small: " + batch.reason);
   }

@@ -23,6 +23,7 @@
 #include "sim/block_table.h"
 #include "sim/held_tokens.h"
 #include "sim/kv_pool.h"
+#include "sim/l3_tier.h"
 #include "sim/oracle_model.h"
 #include "sim/radix_cache.h"
 #include "sim/req_to_token_table.h"
@@ -94,6 +95,23 @@ class EngineHooks {
   virtual void BeforeRecompute(Engine& engine, const Request& req) {
     (void)engine;
     (void)req;
+  }
+  // L3: a page stored under `key` is about to be loaded back (its records read from the store).
+  // `device_slots`: where the restore puts the whole page, or empty when the restore takes part
+  // of it.
+  virtual void OnL3Load(Engine& engine, const std::string& key,
+                        const std::vector<int64_t>& device_slots) {
+    (void)engine;
+    (void)key;
+    (void)device_slots;
+  }
+  // L3: the canary refused a stored page as corrupt (`message`). Returns true when a good copy
+  // was put back in the store and the load should be tried once more; false ends the step with
+  // the error.
+  virtual bool OnL3Corruption(Engine& engine, const std::string& message) {
+    (void)engine;
+    (void)message;
+    return false;
   }
 };
 
@@ -169,6 +187,12 @@ class Engine {
   void RepairKv(std::pair<int64_t, int64_t> content);
   // Swaps the canary records of two slots in every buffer (undoes a misindexed restore).
   void SwapCanaryRecords(int64_t a, int64_t b);
+  // The four canary records of a slot (k_head, v_head, k_tail, v_tail: a record blob's buffer
+  // order), and their rewrite (undoes a stale L3 load).
+  std::vector<uint8_t> ReadCanaryRecords(int64_t slot);
+  void WriteCanaryRecords(int64_t slot, const std::vector<uint8_t>& records);
+  // The L3 tier below the host tier; null without --l3-slots.
+  L3Tier* l3() { return l3_.get(); }
   // (token, position) the forward last wrote into a slot.
   std::pair<int64_t, int64_t> SlotContent(int64_t slot) const { return slot_contents_.at(slot); }
   // The running request with this id, or null.
@@ -246,6 +270,22 @@ class Engine {
   std::vector<int64_t> BackupToHost(const std::vector<int64_t>& device_slots);
   void RestoreFromHost(const std::vector<int64_t>& host_slots,
                        const std::vector<int64_t>& device_slots);
+  // The copies themselves, between device slots and physical host slots.
+  std::vector<int64_t> CopyToHost(const std::vector<int64_t>& device_slots);
+  void CopyFromHost(const std::vector<int64_t>& host_slots,
+                    const std::vector<int64_t>& device_slots);
+  // L3 (engine_l3.cpp): the host tier's slots become tier ids (l3_tier.h).
+  std::vector<int64_t> BackupToTier(const std::vector<int64_t>& device_slots);
+  void RestoreFromTier(const std::vector<int64_t>& ids, const std::vector<int64_t>& device_slots);
+  void ReleaseTierIds(const std::vector<int64_t>& ids);
+  // Frees physical host slots by moving the oldest pages in host (never `keep`) down to L3.
+  void MakeHostRoom(int64_t slots, int64_t keep);
+  void MovePageDown(int64_t page);
+  void LoadPageUp(int64_t page, const std::vector<int64_t>& requested,
+                  const std::vector<int64_t>& device_slots);
+  void LoadRecordsFromL3(const std::string& key, const std::vector<int64_t>& host_slots);
+  // A page left L3 (loaded or dropped): its blob becomes the key's previous one, its key free.
+  void RetireKey(const std::string& key);
 
   SimOptions options_;
   std::string name_;
@@ -275,6 +315,7 @@ class Engine {
   std::vector<std::vector<uint8_t>> host_kv_;                // per host slot: all layers' K and V
   std::vector<std::pair<int64_t, int64_t>> host_contents_;   // per host slot: (token, position)
   std::vector<int64_t> host_free_;                            // LIFO
+  std::unique_ptr<L3Tier> l3_;                                // --l3-slots > 0
   // Quarantine state (on_violation quarantine only; held_ null otherwise).
   std::unique_ptr<HeldTokens> held_;
   std::vector<std::unique_ptr<Request>> finishing_;  // finished, some tokens still held

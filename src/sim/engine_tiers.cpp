@@ -10,7 +10,12 @@
 namespace kvcanary::sim {
 
 std::vector<int64_t> Engine::BackupToHost(const std::vector<int64_t>& device_slots) {
+  if (l3_) return BackupToTier(device_slots);
   if (host_free_.size() < device_slots.size()) return {};  // host tier full: drop the node
+  return CopyToHost(device_slots);
+}
+
+std::vector<int64_t> Engine::CopyToHost(const std::vector<int64_t>& device_slots) {
   std::vector<int64_t> host_slots;
   for (int64_t device_slot : device_slots) {
     const int64_t host_slot = host_free_.back();
@@ -26,6 +31,15 @@ std::vector<int64_t> Engine::BackupToHost(const std::vector<int64_t>& device_slo
 
 void Engine::RestoreFromHost(const std::vector<int64_t>& host_slots,
                              const std::vector<int64_t>& device_slots) {
+  if (l3_) {
+    RestoreFromTier(host_slots, device_slots);
+  } else {
+    CopyFromHost(host_slots, device_slots);
+  }
+}
+
+void Engine::CopyFromHost(const std::vector<int64_t>& host_slots,
+                          const std::vector<int64_t>& device_slots) {
   for (size_t i = 0; i < host_slots.size(); ++i) {
     pool_->WriteSlotFromHost(device_slots[i], host_kv_[host_slots[i]]);
     slot_contents_[device_slots[i]] = host_contents_[host_slots[i]];
@@ -38,19 +52,39 @@ void Engine::RestoreFromHost(const std::vector<int64_t>& host_slots,
 
 void Engine::SwapCanaryRecords(int64_t a, int64_t b) {
   if (!canary_) return;
+  const std::vector<uint8_t> records_a = ReadCanaryRecords(a);
+  WriteCanaryRecords(a, ReadCanaryRecords(b));
+  WriteCanaryRecords(b, records_a);
+}
+
+std::vector<uint8_t> Engine::ReadCanaryRecords(int64_t slot) {
+  std::vector<uint8_t> records(4 * 32);
+  if (!canary_) return records;
+  uint8_t* cursor = records.data();
   for (bool tail : {false, true}) {
     for (bool v_half : {false, true}) {
       const TensorView buffer = canary_->CanaryBuffer(runtime::GroupKind::kFull, tail, v_half);
-      char* base = buffer.data_as<char>();
-      uint8_t record_a[32], record_b[32];
-      runtime::CopyBytesAsync(record_a, base + 32 * a, 32, device_, stream_->handle());
-      runtime::CopyBytesAsync(record_b, base + 32 * b, 32, device_, stream_->handle());
-      runtime::SynchronizeStream(device_, stream_->handle());
-      runtime::CopyBytesAsync(base + 32 * a, record_b, 32, device_, stream_->handle());
-      runtime::CopyBytesAsync(base + 32 * b, record_a, 32, device_, stream_->handle());
-      runtime::SynchronizeStream(device_, stream_->handle());
+      runtime::CopyBytesAsync(cursor, buffer.data_as<char>() + 32 * slot, 32, device_,
+                              stream_->handle());
+      cursor += 32;
     }
   }
+  runtime::SynchronizeStream(device_, stream_->handle());
+  return records;
+}
+
+void Engine::WriteCanaryRecords(int64_t slot, const std::vector<uint8_t>& records) {
+  if (!canary_) return;
+  const uint8_t* cursor = records.data();
+  for (bool tail : {false, true}) {
+    for (bool v_half : {false, true}) {
+      const TensorView buffer = canary_->CanaryBuffer(runtime::GroupKind::kFull, tail, v_half);
+      runtime::CopyBytesAsync(buffer.data_as<char>() + 32 * slot, cursor, 32, device_,
+                              stream_->handle());
+      cursor += 32;
+    }
+  }
+  runtime::SynchronizeStream(device_, stream_->handle());
 }
 
 void Engine::RepairKv(std::pair<int64_t, int64_t> content) {

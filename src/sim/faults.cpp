@@ -23,14 +23,6 @@ std::string Describe(const runtime::ViolationRow& row) {
          runtime::FailReasonLabels(row.fail_reason_bits, "+");
 }
 
-bool RowHolds(const Engine& engine, const Request& req, int64_t slot) {
-  if (std::find(req.slots.begin(), req.slots.end(), slot) != req.slots.end()) return true;
-  if (req.row <= 0) return false;
-  const int32_t* row = const_cast<Engine&>(engine).table().HostRow(req.row);
-  const int64_t len = std::min<int64_t>(req.seq_len(), engine.options().max_context_len);
-  return std::find(row, row + len, static_cast<int32_t>(slot)) != row + len;
-}
-
 // The faults that act on the batch or the view before the forward; the others act after the
 // forward or at the sampler.
 bool ActsBeforeForward(FaultKind kind) {
@@ -55,6 +47,14 @@ bool ActsBeforeForward(FaultKind kind) {
 }
 
 }  // namespace
+
+bool RowHolds(const Engine& engine, const Request& req, int64_t slot) {
+  if (std::find(req.slots.begin(), req.slots.end(), slot) != req.slots.end()) return true;
+  if (req.row <= 0) return false;
+  const int32_t* row = const_cast<Engine&>(engine).table().HostRow(req.row);
+  const int64_t len = std::min<int64_t>(req.seq_len(), engine.options().max_context_len);
+  return std::find(row, row + len, static_cast<int32_t>(slot)) != row + len;
+}
 
 FaultInjector::FaultInjector(const SimOptions& options, int64_t total_steps)
     : options_(options), rng_(options.seed * 0x9E3779B97F4A7C15ull + 17), total_steps_(total_steps) {
@@ -122,6 +122,7 @@ Request* FaultInjector::PickDecodeVictim(Batch& batch, int64_t min_prefix, size_
 }
 
 void FaultInjector::BeforeForward(Engine& engine, Batch& batch, ForwardView& view) {
+  AdoptL3Victims(engine, batch);
   if (queue_.empty()) return;
   const FaultKind kind = queue_.front();
   if (!ActsBeforeForward(kind) || !Due(kind)) return;

@@ -24,6 +24,9 @@
 
 namespace kvcanary::sim {
 
+// Whether `req` reads `slot`: among its slots, or in its req_to_token row up to its length.
+bool RowHolds(const Engine& engine, const Request& req, int64_t slot);
+
 class FaultInjector : public EngineHooks {
  public:
   // Spreads `fault_rate` injections of each enabled class over steps [warmup, total_steps).
@@ -38,6 +41,11 @@ class FaultInjector : public EngineHooks {
                  const std::vector<int64_t>& device_slots) override;
   // A victim leaves its slots: violations on them stay explained.
   void BeforeRecompute(Engine& engine, const Request& req) override;
+  // L3 (faults_l3.cpp): l3_corrupt flips a byte of the blob about to be loaded, l3_stale answers
+  // with the key's previous blob; the canary's refusal of a corrupt blob is l3_corrupt's detection.
+  void OnL3Load(Engine& engine, const std::string& key,
+                const std::vector<int64_t>& device_slots) override;
+  bool OnL3Corruption(Engine& engine, const std::string& message) override;
 
   // PD: called with each transferred request right before the decode engine admits it (may
   // drop a page), and after it was admitted (`req` null when the pool had no room yet).
@@ -103,6 +111,8 @@ class FaultInjector : public EngineHooks {
   void InjectFreedBlockReuse(Engine& engine, Batch& batch);
   void InjectRealKvPage(Engine& engine, Batch& batch);
   void InjectStaleOutCacheLoc(Engine& engine, Batch& batch, ForwardView& view);
+  // l3_stale: the requests that read the stale records become its victims.
+  void AdoptL3Victims(Engine& engine, const Batch& batch);
 
   SimOptions options_;
   std::mt19937_64 rng_;
@@ -129,6 +139,9 @@ class FaultInjector : public EngineHooks {
   // stale_slot_reuse, freed_block_reuse: the allocation unit (slot or block) freed at the end of
   // the step while its request still reads it.
   int64_t pending_free_unit_ = -1;
+  // l3_corrupt: the blob as it was stored, put back when the canary refuses the flipped one.
+  std::string l3_corrupt_key_;
+  std::vector<uint8_t> l3_corrupt_original_;
 };
 
 }  // namespace kvcanary::sim

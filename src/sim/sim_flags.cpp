@@ -89,6 +89,8 @@ std::vector<SimFlag> BuildTable() {
       Integer("swa-slots", &O::swa_num_slots, 1, kMaxSlots, "Slots of the SWA pool"),
       Switch("host-tier", &O::host_tier, "Back evicted prefixes up to a host tier and restore them"),
       Integer("host-slots", &O::host_slots, 1, kMaxSlots, "Slots of the host tier"),
+      Integer("l3-slots", &O::l3_slots, 0, kMaxSlots,
+              "Slots of an L3 page store below the host tier (0: none)"),
       Switch("pd", &O::pd, "Prefill/decode disaggregation with KV transfer"),
       Integer("num-slots", &O::num_slots, 2, kMaxSlots, "Slots of the KV pool"),
       Integer("layers", &O::num_layers, 1, kMaxLayers, "Layers of the KV pool"),

@@ -23,7 +23,7 @@ struct FaultEntry {
 };
 
 // One table for both directions, so a name cannot drift between FaultName and ParseFault.
-constexpr std::array<FaultEntry, 17> kFaults = {{
+constexpr std::array<FaultEntry, 19> kFaults = {{
     {FaultKind::kReqToToken, "req_to_token"},
     {FaultKind::kStrideView, "stride_view"},
     {FaultKind::kWrongStrideRead, "wrong_stride_read"},
@@ -41,6 +41,8 @@ constexpr std::array<FaultEntry, 17> kFaults = {{
     {FaultKind::kRealKvPage, "real_kv_page"},
     {FaultKind::kStaleOutCacheLoc, "stale_out_cache_loc"},
     {FaultKind::kRealKvDeepLayer, "real_kv_deep_layer"},
+    {FaultKind::kL3Corrupt, "l3_corrupt"},
+    {FaultKind::kL3Stale, "l3_stale"},
 }};
 
 template <typename... Parts>
@@ -72,6 +74,9 @@ const char* FaultRequirement(FaultKind fault) {
       return "--swa-window > 0";
     case FaultKind::kOffloadDrop:
       return "--host-tier";
+    case FaultKind::kL3Corrupt:
+    case FaultKind::kL3Stale:
+      return "--host-tier with --l3-slots > 0";
     case FaultKind::kPdTransferDrop:
       return "--pd";
     case FaultKind::kRealKvUnusedCache:
@@ -223,6 +228,8 @@ void ValidateTiers(const SimOptions& o) {
     }
   }
   if (o.host_tier) RequireAtLeast("--host-slots", o.host_slots, 1);
+  RequireAtLeast("--l3-slots", o.l3_slots, 0);
+  if (o.l3_slots > 0 && !o.host_tier) Throw("--l3-slots ", o.l3_slots, " needs --host-tier");
 }
 
 void ValidatePaging(const SimOptions& o) {
@@ -300,6 +307,9 @@ bool FaultApplies(FaultKind fault, const SimOptions& options) {
       return options.swa_window > 0;
     case FaultKind::kOffloadDrop:
       return options.host_tier;
+    case FaultKind::kL3Corrupt:
+    case FaultKind::kL3Stale:
+      return options.host_tier && options.l3_slots > 0;
     case FaultKind::kPdTransferDrop:
       return options.pd;
     case FaultKind::kRealKvUnusedCache:
@@ -350,9 +360,11 @@ SimOptions ScenarioPreset(std::string_view name) {
   }
   if (name == "offload") {
     // A device pool an eighth of the default with three times the shared prompts: the radix
-    // cache evicts all the time, so restores from the host tier are frequent.
+    // cache evicts all the time, so restores from the host tier are frequent. The host tier is
+    // small too: it moves its oldest pages down to L3, and prefix hits load them back.
     o.host_tier = true;
-    o.host_slots = 16384;
+    o.host_slots = 512;
+    o.l3_slots = 16384;
     o.num_slots = 1280;
     o.max_running_reqs = 12;
     o.num_system_prompts = 12;

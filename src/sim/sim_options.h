@@ -40,6 +40,9 @@ enum class FaultKind {
   kStaleOutCacheLoc,
   // A pool deeper than four layers (--layers > 4).
   kRealKvDeepLayer,
+  // The L3 tier below the host tier (--host-tier --l3-slots > 0).
+  kL3Corrupt,
+  kL3Stale,
 };
 
 // The report's name: "req_to_token", "stride_view", ..., "position_skip".
@@ -89,6 +92,9 @@ struct SimOptions {
   // --- host tier and prefill/decode disaggregation ---
   bool host_tier = false;     // back evicted radix nodes up to host memory, restore on a hit
   int64_t host_slots = 8192;  // token slots of the host tier; used when host_tier
+  // L3 below the host tier (a page store): a full host tier moves its oldest pages down instead
+  // of dropping nodes, up to this many tokens; 0 = no L3. Used when host_tier.
+  int64_t l3_slots = 0;
   bool pd = false;            // a prefill engine and a decode engine with a KV transfer between
 
   // --- the canary ---
@@ -118,7 +124,7 @@ struct SimOptions {
 };
 
 // Whether the engine configured by `options` has the part the fault breaks: swa_lut_stale needs
-// swa_window > 0, offload_drop host_tier, pd_transfer_drop pd, real_kv_unused_cache a sweep
+// swa_window > 0, offload_drop host_tier, l3_corrupt and l3_stale host_tier with l3_slots > 0, pd_transfer_drop pd, real_kv_unused_cache a sweep
 // (sweep_interval > 0, the only verify that reads cache-only slots); the paged classes need
 // block_size > 0, and the classes that break req_to_token itself (req_to_token, stride_view,
 // wrong_stride_read, stale_slot_reuse) need block_size 0; real_kv_deep_layer needs a pool of more

@@ -38,7 +38,7 @@ TEST(SimOptions, FaultNamesAreTheSpecTableInOrder) {
       "real_kv_unused_cache", "real_kv_post_forward", "stale_slot_reuse",  "offload_drop",
       "pd_transfer_drop",     "swa_lut_stale",        "next_token_swap",   "position_skip",
       "block_table_swap",     "freed_block_reuse",    "real_kv_page",      "stale_out_cache_loc",
-      "real_kv_deep_layer"};
+      "real_kv_deep_layer",   "l3_corrupt",           "l3_stale"};
   const std::vector<FaultKind> all = AllFaults();
   ASSERT_EQ(all.size(), spec.size());
   for (size_t i = 0; i < all.size(); ++i) {
@@ -73,6 +73,29 @@ TEST(SimOptions, FaultsNeedingAnEnginePartApplyOnlyWithIt) {
   EXPECT_TRUE(FaultApplies(FaultKind::kOffloadDrop, options));
   EXPECT_TRUE(FaultApplies(FaultKind::kPdTransferDrop, options));
   EXPECT_TRUE(FaultApplies(FaultKind::kRealKvUnusedCache, options));
+}
+
+TEST(SimOptions, L3ClassesNeedTheHostTierAndL3) {
+  SimOptions options;
+  options.host_tier = true;
+  for (FaultKind fault : {FaultKind::kL3Corrupt, FaultKind::kL3Stale}) {
+    EXPECT_FALSE(FaultApplies(fault, options)) << FaultName(fault);
+  }
+  options.l3_slots = 1024;
+  for (FaultKind fault : {FaultKind::kL3Corrupt, FaultKind::kL3Stale}) {
+    EXPECT_TRUE(FaultApplies(fault, options)) << FaultName(fault);
+  }
+  options.faults = "l3_stale";
+  EXPECT_EQ(ValidationError(options), "");
+  options.l3_slots = 0;
+  ExpectRejected(options, "l3_stale");
+  ExpectRejected(options, "--host-tier with --l3-slots > 0");
+  options.faults = "all";
+  options.host_tier = false;
+  options.l3_slots = 8;
+  ExpectRejected(options, "--l3-slots 8 needs --host-tier");
+  options.l3_slots = -1;
+  ExpectRejected(options, "--l3-slots must be at least 0, got -1");
 }
 
 TEST(SimOptions, PagedClassesReplaceThePerTokenTableClasses) {
@@ -164,8 +187,8 @@ TEST(SimOptions, EnabledFaultsResolvesAllNoneAndLists) {
   SimOptions options = ScenarioPreset("default");
   options.faults = "all";
   const std::vector<FaultKind> all = EnabledFaults(options);
-  // No SWA, host tier, PD, block table or layer past the fourth in `default`.
-  EXPECT_EQ(all.size(), AllFaults().size() - 8);
+  // No SWA, host tier, L3, PD, block table or layer past the fourth in `default`.
+  EXPECT_EQ(all.size(), AllFaults().size() - 10);
   for (FaultKind fault : all) EXPECT_TRUE(FaultApplies(fault, options)) << FaultName(fault);
   options.faults = "none";
   EXPECT_TRUE(EnabledFaults(options).empty());
@@ -192,6 +215,8 @@ TEST(SimOptions, PresetsExerciseWhatTheirNameSays) {
   };
   EXPECT_TRUE(enables("swa", FaultKind::kSwaLutStale));
   EXPECT_TRUE(enables("offload", FaultKind::kOffloadDrop));
+  EXPECT_TRUE(enables("offload", FaultKind::kL3Corrupt));
+  EXPECT_TRUE(enables("offload", FaultKind::kL3Stale));
   EXPECT_TRUE(enables("pd", FaultKind::kPdTransferDrop));
   EXPECT_TRUE(enables("paged", FaultKind::kBlockTableSwap));
   EXPECT_FALSE(enables("paged", FaultKind::kReqToToken));
@@ -235,7 +260,7 @@ TEST(SimOptions, RejectsUnknownFaultListingTheValidOnes) {
   SimOptions o;
   o.faults = "req_to_token,bit_rot";
   ExpectRejected(o, "--faults: unknown fault 'bit_rot' (valid: all, none, req_to_token, ");
-  ExpectRejected(o, "stale_out_cache_loc, real_kv_deep_layer)");
+  ExpectRejected(o, "real_kv_deep_layer, l3_corrupt, l3_stale)");
   o.faults = ",";
   ExpectRejected(o, "--faults is empty");
 }
