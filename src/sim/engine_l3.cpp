@@ -70,7 +70,6 @@ void Engine::MovePageDown(int64_t page) {
   }
   entry.in_l3 = true;
   entry.dead.assign(entry.ids.size(), false);
-  l3_->pages_moved_down += 1;
 }
 
 void Engine::RestoreFromTier(const std::vector<int64_t>& ids,
@@ -120,7 +119,6 @@ void Engine::LoadPageUp(int64_t page, const std::vector<int64_t>& requested,
   }
   entry.in_l3 = false;
   entry.dead.clear();
-  l3_->pages_loaded += 1;
   ReleaseTierIds(dead);  // released while the page was down: kept only for its blob
 }
 

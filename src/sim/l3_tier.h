@@ -68,8 +68,6 @@ struct L3Tier {
   std::map<std::string, std::vector<std::vector<uint8_t>>> previous;
   std::map<int64_t, std::deque<int64_t>> free_keys;            // per page length, FIFO
   std::map<int64_t, int64_t> next_key;                         // per page length
-  int64_t pages_moved_down = 0;
-  int64_t pages_loaded = 0;
 };
 
 }  // namespace kvcanary::sim
