@@ -26,6 +26,13 @@ class RecordBlobTest : public ::testing::Test {
     std::memcpy(blob_.data() + offset, &value, sizeof(T));
   }
   std::string Check() const { return CheckRecordBlob(blob_, "page-3", 4, 2); }
+  // The check of a fresh blob with the header field at `offset` set to `value`.
+  template <typename T>
+  std::string CheckWith(size_t offset, T value) {
+    blob_ = EncodeRecordBlob("page-3", 4, 2, Payload(4, 2));
+    Set<T>(offset, value);
+    return Check();
+  }
 };
 
 TEST_F(RecordBlobTest, EncodedBlobPassesAndCarriesThePayload) {
@@ -37,20 +44,11 @@ TEST_F(RecordBlobTest, EncodedBlobPassesAndCarriesThePayload) {
 }
 
 TEST_F(RecordBlobTest, EachHeaderFieldIsChecked) {
-  Set<uint32_t>(0, 0x12345678u);
-  EXPECT_EQ(Check(), "magic must be 0x4C43564B, got 0x12345678");
-  blob_ = EncodeRecordBlob("page-3", 4, 2, Payload(4, 2));
-  Set<uint16_t>(4, 2);
-  EXPECT_EQ(Check(), "version must be 1, got 2");
-  blob_ = EncodeRecordBlob("page-3", 4, 2, Payload(4, 2));
-  Set<uint16_t>(6, 2);
-  EXPECT_EQ(Check(), "record buffers must be 4, got 2");
-  blob_ = EncodeRecordBlob("page-3", 4, 2, Payload(4, 2));
-  Set<uint32_t>(8, 3);
-  EXPECT_EQ(Check(), "slots must be 2, got 3");
-  blob_ = EncodeRecordBlob("page-3", 4, 2, Payload(4, 2));
-  Set<uint32_t>(12, 64);
-  EXPECT_EQ(Check(), "record bytes must be 32, got 64");
+  EXPECT_EQ(CheckWith<uint32_t>(0, 0x12345678u), "magic must be 0x4C43564B, got 0x12345678");
+  EXPECT_EQ(CheckWith<uint16_t>(4, 2), "version must be 1, got 2");
+  EXPECT_EQ(CheckWith<uint16_t>(6, 2), "record buffers must be 4, got 2");
+  EXPECT_EQ(CheckWith<uint32_t>(8, 3), "slots must be 2, got 3");
+  EXPECT_EQ(CheckWith<uint32_t>(12, 64), "record bytes must be 32, got 64");
 }
 
 TEST_F(RecordBlobTest, ShapeAndSizeMustMatchTheLoad) {
