@@ -72,6 +72,38 @@ int64_t BlobBytesOf(const GroupState& group, const std::vector<int64_t>& host_in
   return bytes;
 }
 
+[[noreturn]] void ReportCorrupt(const CanaryManager::Impl& impl, const GroupState& group,
+                               const std::string& key, const std::string& reason) {
+  impl.Log(LogLevel::kError, "CANARY_L3_LOAD CORRUPT [" +
+                                 std::string(GroupKindName(group.spec.kind)) + "]: key=" + key +
+                                 ": " + reason);
+  throw ViolationError("kv-canary: CANARY_L3_LOAD: stored page '" + key +
+                       "' is corrupt: " + reason);
+}
+
+// The blob under `key` once its size, header, key hash and checksum passed; nullopt when the
+// store holds no entry. Anything wrong is reported as corruption.
+std::optional<std::vector<uint8_t>> ReadCheckedBlob(const CanaryManager::Impl& impl,
+                                                    const GroupState& group,
+                                                    const std::vector<int64_t>& host_indices,
+                                                    PageStore& store, const std::string& key) {
+  const int64_t expected_bytes = BlobBytesOf(group, host_indices);
+  std::optional<std::vector<uint8_t>> blob;
+  try {
+    blob = store.Get(key, expected_bytes);
+  } catch (const PageSizeError& error) {
+    ReportCorrupt(impl, group, key,
+                  "blob bytes must be " + std::to_string(expected_bytes) + ", got " +
+                      std::to_string(error.stored_bytes()));
+  }
+  if (!blob.has_value()) return blob;
+  const int buffers = static_cast<int>(AllocatedBuffers(group).size());
+  const std::string problem =
+      CheckRecordBlob(*blob, key, buffers, static_cast<int64_t>(host_indices.size()));
+  if (!problem.empty()) ReportCorrupt(impl, group, key, problem);
+  return blob;
+}
+
 }  // namespace
 
 void CanaryManager::OffloadToStore(GroupKind kind, const std::vector<int64_t>& host_indices,
@@ -93,27 +125,11 @@ bool CanaryManager::LoadFromStore(GroupKind kind, const std::vector<int64_t>& ho
   GroupState& group = impl_->GroupOf(kind, "load from store");
   CheckHostIndices(group, host_indices, "load from store");
   CheckPageStoreKey(key);
-  const int64_t expected_bytes = BlobBytesOf(group, host_indices);
   std::array<std::optional<RealKvSource>, 2> verify_sources;
   if (impl_->config_.verify_backup) verify_sources = impl_->BackupSources(group, host_layer0);
-  const auto corrupt = [&](const std::string& reason) {
-    impl_->Log(LogLevel::kError, "CANARY_L3_LOAD CORRUPT [" + std::string(GroupKindName(kind)) +
-                                     "]: key=" + key + ": " + reason);
-    throw ViolationError("kv-canary: CANARY_L3_LOAD: stored page '" + key +
-                         "' is corrupt: " + reason);
-  };
-  std::optional<std::vector<uint8_t>> blob;
-  try {
-    blob = store.Get(key, expected_bytes);
-  } catch (const PageSizeError& error) {
-    corrupt("blob bytes must be " + std::to_string(expected_bytes) + ", got " +
-            std::to_string(error.stored_bytes()));
-  }
+  const std::optional<std::vector<uint8_t>> blob =
+      ReadCheckedBlob(*impl_, group, host_indices, store, key);
   if (!blob.has_value()) return false;  // never stored (or erased): a true miss
-  const int buffers = static_cast<int>(AllocatedBuffers(group).size());
-  const std::string problem =
-      CheckRecordBlob(*blob, key, buffers, static_cast<int64_t>(host_indices.size()));
-  if (!problem.empty()) corrupt(problem);
   // Pending copies out of the mirrors must not see the new records; a failed verification
   // puts the old ones back, so a rejected load changes nothing.
   SynchronizeStream(impl_->device_, impl_->stream_);
