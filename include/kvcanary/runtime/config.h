@@ -94,7 +94,9 @@ struct Config {
   bool enable_verify_token_assert = false;           // KVCANARY_ENABLE_VERIFY_TOKEN_ASSERT
   bool enable_token_oracle = false;                  // KVCANARY_ENABLE_TOKEN_ORACLE
   bool enable_mha_v = false;                         // KVCANARY_ENABLE_MHA_V; gates V launches
-  // KVCANARY_SWA_DIVERGENCE_STATS_INTERVAL; 0 = off (diagnostic); in [0, kMaxStepInterval]
+  // KVCANARY_SWA_DIVERGENCE_STATS_INTERVAL; 0 = off; in [0, kMaxStepInterval]. Every N outer
+  // steps, EndStep compares the SWA group's table and records with the FULL group's over the
+  // step's live rows and logs one INFO line (docs/integration.md, "SWA divergence report").
   int64_t swa_divergence_stats_interval = 0;
   bool verify_backup = false;                        // KVCANARY_VERIFY_BACKUP
   bool report_untouched_rows = false;                // KVCANARY_REPORT_UNTOUCHED_ROWS
