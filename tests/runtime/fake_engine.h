@@ -20,25 +20,11 @@
 #include "kvcanary/hash.h"
 #include "kvcanary/runtime/canary_manager.h"
 #include "kvcanary/runtime/device_memory.h"
+#include "runtime/capturing_log.h"
 #include "runtime/fake_swa_pool.h"
 #include "runtime/mirrored_buffer.h"
 
 namespace kvcanary::runtime::testing {
-
-// Collects log lines so tests can assert on them.
-class CapturingLog : public LogSink {
- public:
-  void Log(LogLevel level, const std::string& message) override {
-    lines.push_back(std::string(LogLevelName(level)) + " " + message);
-  }
-  bool Contains(const std::string& text) const {
-    for (const std::string& line : lines) {
-      if (line.find(text) != std::string::npos) return true;
-    }
-    return false;
-  }
-  std::vector<std::string> lines;
-};
 
 struct FakeEngineOptions {
   // The pool, the table and the batch: their sizes and where they live.
