@@ -44,7 +44,7 @@ Suite StandardSuite() {
     suite.cases.push_back(paged);
   }
   // The steps that verify a prefix again with sampled verify.
-  for (const char* name : {"decode-256", "prefill-mixed"}) {
+  for (const char* name : {"decode-64", "decode-256", "decode-1024", "long-32", "prefill-mixed"}) {
     for (int64_t sample : kBenchVerifySamples) {
       BenchCase sampled = CaseNamed(suite, name);
       sampled.name += "-k" + std::to_string(sample);
@@ -74,6 +74,25 @@ Suite QuickSuite() {
 const std::vector<std::string>& SuiteNames() {
   static const std::vector<std::string> names = {"quick", "standard"};
   return names;
+}
+
+void KeepCases(Suite& suite, const std::vector<std::string>& names) {
+  std::vector<BenchCase> kept;
+  for (const std::string& name : names) {
+    const auto found = std::find_if(suite.cases.begin(), suite.cases.end(),
+                                    [&](const BenchCase& c) { return c.name == name; });
+    if (found == suite.cases.end()) {
+      std::string known;
+      for (const BenchCase& c : suite.cases) known += (known.empty() ? "" : ", ") + c.name;
+      throw std::invalid_argument("--cases: no case named '" + name + "' in suite " + suite.name +
+                                  " (" + known + ")");
+    }
+    if (std::find_if(kept.begin(), kept.end(), [&](const BenchCase& c) { return c.name == name; }) ==
+        kept.end()) {
+      kept.push_back(*found);
+    }
+  }
+  suite.cases = std::move(kept);
 }
 
 Suite SuiteByName(std::string_view name) {

@@ -27,7 +27,7 @@ struct BenchCase {
   int64_t verify_sample = 1;
 };
 
-// The sampled-verify rates the suites time decode-256 and prefill-mixed at, besides K = 1.
+// The sampled-verify rates the suites time the decode shapes and prefill-mixed at, besides K = 1.
 inline constexpr int64_t kBenchVerifySamples[] = {2, 4, 8, 16};
 
 // Which real-KV bytes the TAIL launches fingerprint.
@@ -60,7 +60,8 @@ struct Suite {
 
 // The standard suite: pool 2,000,000, req_to_token 4096 x 32768, eight cases, then decode-256,
 // prefill-8k and prefill-mixed again over a block table (kPagedBlockSize, int32 ids), then
-// decode-256 and prefill-mixed with sampled verify at each of kBenchVerifySamples ("-k8").
+// decode-64, decode-256, decode-1024, long-32 and prefill-mixed with sampled verify at each of
+// kBenchVerifySamples ("-k8").
 Suite StandardSuite();
 
 // `standard` with each of these divided by 16 (rounded down, at least 1): the pool's slots,
@@ -72,6 +73,9 @@ Suite StandardSuite();
 Suite QuickSuite();
 
 const std::vector<std::string>& SuiteNames();
+// Keeps only the cases named (in the order given, repeats once); throws std::invalid_argument
+// naming an unknown case and listing the suite's.
+void KeepCases(Suite& suite, const std::vector<std::string>& names);
 // Throws std::invalid_argument for a name not in SuiteNames().
 Suite SuiteByName(std::string_view name);
 

@@ -113,7 +113,9 @@ void PrintTable(std::ostream& out, const BenchResults& results) {
          "blocks of "
       << kPagedBlockSize
       << " tokens, located through an int32 block table instead of req_to_token (byte counts "
-         "as for req_to_token).\n";
+         "as for req_to_token). *-kK: the same shape with sampled verify, verify_sample K at "
+         "phase 0 (each request verifies about prefix / K records, in runs of 16, plus its "
+         "newest); entries counts them.\n";
 }
 
 void WriteJson(std::ostream& out, const BenchResults& results) {

@@ -7,6 +7,7 @@
 #include <memory>
 #include <new>
 #include <sstream>
+#include <stdexcept>
 #include <string>
 
 #include "bench/checks.h"
@@ -25,6 +26,7 @@ struct BenchOptions {
   std::string json_path;
   int reps = 0;  // 0: the suite's default
   int64_t fingerprint_layers = 1;
+  std::vector<std::string> cases;  // empty: every case of the suite
 };
 
 int Fail(int status, const std::string& message) {
@@ -52,6 +54,13 @@ int RunBench(const BenchOptions& options) {
   std::string why_not;
   std::unique_ptr<bench::BenchDevice> device = bench::MakeBenchDevice(options.device, &why_not);
   if (device == nullptr) return Fail(kExitUsage, why_not);
+  bench::Suite suite = bench::SuiteByName(options.suite);
+  suite.fingerprint_layers = options.fingerprint_layers;
+  try {
+    if (!options.cases.empty()) bench::KeepCases(suite, options.cases);
+  } catch (const std::invalid_argument& error) {
+    return Fail(kExitUsage, error.what());
+  }
   std::unique_ptr<ReportFile> json;
   if (!options.json_path.empty()) {
     // Opened before hours of timing, so a bad path fails now.
@@ -64,8 +73,6 @@ int RunBench(const BenchOptions& options) {
     run.device_name = options.device;
     run.reps = options.reps;
     run.progress = ProgressPrinter();
-    bench::Suite suite = bench::SuiteByName(options.suite);
-    suite.fingerprint_layers = options.fingerprint_layers;
     const bench::BenchResults results = bench::RunSuite(*device, suite, run);
     bench::PrintTable(std::cout, results);
     if (json != nullptr) {
@@ -111,6 +118,10 @@ Command AddBenchCommand(CLI::App& app) {
                    "layer a pool-sized K and V allocation")
       ->check(CLI::Range(int64_t{1}, kMaxRealKvLayers))
       ->capture_default_str();
+  bench
+      ->add_option("--cases", options->cases,
+                   "Only these cases, by name (comma-separated), e.g. decode-256,decode-256-k8")
+      ->delimiter(',');
   return Command{bench, [options] { return RunBench(*options); }};
 }
 

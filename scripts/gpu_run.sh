@@ -10,7 +10,8 @@
 #   bash scripts/gpu_run.sh [OUT_DIR]        (default: $OUT, else /tmp/kvcanary-gpu)
 #   GPU_RUN_PACK=1 bash scripts/gpu_run.sh DIR   (logs and JSON packed into DIR/gpu_run.tar.gz)
 #   GPU_RUN_SKIP="bench racecheck" ...           (steps to skip, by name)
-#   GPU_RUN_SCENARIOS="default swa" ...          (simulator scenarios; default: default swa offload paged)
+#   GPU_RUN_SCENARIOS="default swa" ...          (simulator scenarios; default: default swa offload paged
+#                                                 quarantine, the default with --on-violation quarantine)
 #
 # GoogleTest, CLI11 and nlohmann-json come from the system, or from .carry/ when it exists: on a
 # machine without those packages, `bash scripts/gpu_carry.sh` on a Debian machine copies them
@@ -107,11 +108,21 @@ step runtime_memcheck timeout 300 compute-sanitizer --tool memcheck --error-exit
 if [[ -x build/gpu/cli/kvcanary ]]; then
   step bench ./build/gpu/cli/kvcanary bench --device cuda --suite standard --json "$out/bench_cuda.json"
   [[ -f "$out/bench.log" ]] && cat "$out/bench.log"
+  # Every-layer fingerprints (32 layers) with and without sampled verify, in one run.
+  step bench_layers ./build/gpu/cli/kvcanary bench --device cuda --fingerprint-layers 32 \
+    --cases decode-256,decode-256-k8,decode-1024,decode-1024-k8,long-32,long-32-k8 \
+    --json "$out/bench_layers_cuda.json"
+  [[ -f "$out/bench_layers.log" ]] && cat "$out/bench_layers.log"
   # The simulator's scenarios on the GPU, and on the CPU for comparison (same seed: same report).
-  for scenario in ${GPU_RUN_SCENARIOS:-default swa offload paged}; do
+  # "quarantine" is the default scenario with --on-violation quarantine.
+  for scenario in ${GPU_RUN_SCENARIOS:-default swa offload paged quarantine}; do
     for device in cuda cpu; do
       args=(sim --device "$device" --progress off --json "$out/sim_${scenario}_${device}.json")
-      [[ $scenario == default ]] || args+=(--scenario "$scenario")
+      case $scenario in
+        default) ;;
+        quarantine) args+=(--on-violation quarantine) ;;
+        *) args+=(--scenario "$scenario") ;;
+      esac
       step "sim_${scenario}_${device}" ./build/gpu/cli/kvcanary "${args[@]}"
     done
     step "sim_${scenario}_compare" sim_compare "$out/sim_${scenario}_cpu.json" \

@@ -6,17 +6,10 @@ import re
 
 import pytest
 from runtime_engine import Engine, torch
+from runtime_graph import steps
 
 import kvcanary
 from kvcanary import runtime as kvr
-
-
-def steps(engine, canary, count):
-    rows = []
-    canary.on_violation(lambda row, step: rows.append(row))
-    for _ in range(count):
-        engine.step(canary)
-    return rows
 
 
 @pytest.mark.parametrize("mode", ["log", "raise"])

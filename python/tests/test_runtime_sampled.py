@@ -1,9 +1,12 @@
 """kvcanary.runtime with sampled verify (Config.verify_sample, docs/sampled_verify.md): a clean run
 reports nothing and checks fewer records than the full verify; a corrupted record is reported
-within K + 1 steps; the rate is range-checked like every integer setting."""
+within K + 1 steps, on the CPU, on CUDA and with decode steps replayed from a CUDA graph (whose
+captured TAIL advances the sampling phases on the device); the rate is range-checked like every
+integer setting."""
 
 import pytest
 from runtime_engine import Engine
+from runtime_graph import RUNS, Run, steps
 
 from kvcanary import runtime as kvr
 
@@ -24,22 +27,23 @@ def test_clean_sampled_run_reports_nothing_and_checks_fewer_records():
     assert protected_tokens(4) < protected_tokens(1) * 0.7
 
 
+@pytest.mark.parametrize("device, graph", RUNS)
 @pytest.mark.parametrize("position", [0, 5, 17])
-def test_corrupted_record_is_reported_within_k_steps(position):
-    engine = Engine(context=64)
-    canary = engine.install(kvr.Config(mode="log", verify_sample=4))
-    canary.mark_init_finished()
-    rows = []
-    canary.on_violation(lambda row, step: rows.append(row))
-    for _ in range(20):
-        engine.step(canary)
-    slots = engine.corrupt_record(canary, 1, position)
-    for steps in range(1, 6):
-        engine.step(canary)
-        if rows:
-            break
-    assert rows, "not reported within K + 1 steps"
-    assert {row.slot_idx for row in rows} <= slots
+def test_corrupted_record_is_reported_within_k_steps(position, device, graph):
+    with Run(device, graph, context=64) as run:
+        canary = run.install(kvr.Config(mode="log", verify_sample=4))
+        canary.mark_init_finished()
+        assert steps(run, canary, 20) == []
+        slots = run.engine.corrupt_record(canary, 1, position)
+        rows = []
+        canary.on_violation(lambda row, step: rows.append(row))
+        for _ in range(5):  # K + 1
+            run.step(canary)
+            if rows:
+                break
+        assert rows, "not reported within K + 1 steps"
+        assert {row.slot_idx for row in rows} <= slots
+        assert run.replays >= (17 if run.capture else 0)  # 20 steps: prefill, warm-up, capture
 
 
 def test_verify_sample_is_range_checked(monkeypatch):

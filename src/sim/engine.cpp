@@ -101,6 +101,12 @@ Engine::Engine(const SimOptions& options, std::string name, runtime::LogSink* lo
   }
 
   canary_ = runtime::CanaryManager::Install(CanaryConfig(options), InstallArgsFor(log));
+  if (canary_ && options.on_violation == "quarantine" && role != EngineRole::kPrefill) {
+    // Tokens wait for their verdict, and a request's row stays as it was until the report that
+    // may name it (one step after its last forward) has been read.
+    held_ = std::make_unique<HeldTokens>(options.hold_back);
+    scheduler_->SetRowReleaseDelay(2);
+  }
   if (canary_) {
     canary_->MarkInitFinished();
     canary_->AttachRadixCache(radix_.get());
@@ -151,6 +157,13 @@ runtime::InstallArgs Engine::InstallArgsFor(runtime::LogSink* log) {
   return args;
 }
 
+
+int64_t Engine::OracleToken(const Request& req, ExpectedState& state, int64_t seq_len) const {
+  while (state.length() < seq_len) state.Append(req.tokens[state.length()]);
+  const int64_t query = req.tokens[seq_len - 1];
+  if (!swa_) return state.NextToken(query);
+  return oracle_.TokenOf(state.Hash(query) ^ Splitmix64(ExpectedSwaHash(req, seq_len, query)));
+}
 
 ExpectedState& Engine::ExpectedFor(const Request& req) {
   auto it = expected_.find(req.spec.id);
@@ -238,19 +251,14 @@ void Engine::RunModel(const Batch& batch, const ForwardView& view) {
     SampledToken sampled;
     sampled.req = row.req;
     sampled.position = seq_len;
-    ExpectedState& expected = ExpectedFor(*row.req);
-    while (expected.length() < seq_len) expected.Append(row.req->tokens[expected.length()]);
+    sampled.expected = OracleToken(*row.req, ExpectedFor(*row.req), seq_len);
     if (swa_) {
       // Hybrid model: full layers attend to everything, sliding-window layers to the last W.
       const uint64_t actual = oracle_.HashFromPool(*pool_, slot_row, seq_len, query) ^
                               Splitmix64(SwaHash(slot_row, seq_len, query));
-      const uint64_t truth = expected.Hash(query) ^
-                             Splitmix64(ExpectedSwaHash(*row.req, seq_len, query));
       sampled.actual = oracle_.TokenOf(actual);
-      sampled.expected = oracle_.TokenOf(truth);
     } else {
       sampled.actual = oracle_.NextTokenFromPool(*pool_, slot_row, seq_len, query);
-      sampled.expected = expected.NextToken(query);
     }
     if (sampled.actual != sampled.expected) stats_.oracle_mismatches += 1;
     last_sampled_.push_back(sampled);
@@ -301,6 +309,8 @@ bool Engine::Step(int64_t step, EngineHooks& hooks) {
   table_->Upload();
   runtime::StepInput input;
   DescribeForward(batch, view, input);
+  const int64_t outer = canary_ ? canary_->outer_step() : 0;
+  if (held_) RecordRowOwners(batch, outer);
   if (canary_) {
     timed([&] {
       // The plan op may refuse the forward in phase 1 (split verification plans there) or 2.
@@ -337,11 +347,13 @@ bool Engine::Step(int64_t step, EngineHooks& hooks) {
       if (row.produces_token) transfers_.push_back(BuildTransfer(*row.req, sampled[next++]));
     }
   }
-  for (std::unique_ptr<Request>& done : scheduler_->Complete(batch, sampled)) {
-    expected_.erase(done->spec.id);
-    last_true_sample_.erase(done->spec.id);
-    if (swa_) swa_->ReleaseAll(done->spec.id);
-    finished_.push_back(std::move(done));
+  std::vector<std::unique_ptr<Request>> done = scheduler_->Complete(batch, sampled);
+  if (held_) HoldSampled(batch, sampled, outer, done);
+  for (std::unique_ptr<Request>& req : done) {
+    expected_.erase(req->spec.id);
+    last_true_sample_.erase(req->spec.id);
+    if (swa_) swa_->ReleaseAll(req->spec.id);
+    Finish(std::move(req));
   }
   if (swa_) {
     // Tokens that left every window give their SWA slot back.
@@ -349,6 +361,7 @@ bool Engine::Step(int64_t step, EngineHooks& hooks) {
       swa_->ReleaseBefore(req->spec.id, req->kv_len - options_.swa_window);
     }
   }
+  if (held_) AfterVerdict(outer);
   stats_.steps += 1;
   stats_.canary_seconds += canary_seconds;
   stats_.step_seconds += SecondsSince(step_start);
@@ -368,10 +381,12 @@ void Engine::Drain(int steps) {
     forward.out_cache_loc = forward.req_pool_indices;
     input.forwards = {forward};
     input.host = {runtime::ForwardHostInput{}};
+    const int64_t outer = canary_->outer_step();
     canary_->BeginStep(input);
     canary_->PreForward(0);
     canary_->PostForward(0);
     canary_->EndStep();
+    if (held_) AfterVerdict(outer);
   }
 }
 
@@ -384,6 +399,7 @@ std::vector<std::unique_ptr<Request>> Engine::TakeFinished() {
 std::vector<ReportedViolation> Engine::TakeViolations() {
   std::vector<ReportedViolation> taken;
   taken.swap(violations_);
+  violations_seen_ = 0;
   return taken;
 }
 
@@ -396,6 +412,7 @@ Request* Engine::FindRunning(int64_t id) const {
 
 void Engine::Abort(Request* req, const std::vector<int64_t>& keep) {
   if (swa_) swa_->ReleaseAll(req->spec.id);
+  if (held_) held_->Discard(req->spec.id);
   expected_.erase(req->spec.id);
   last_true_sample_.erase(req->spec.id);
   scheduler_->Abort(req, keep);

@@ -8,17 +8,20 @@
 // stages of a step, exactly where a buggy engine would go wrong.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
 #include "kvcanary/runtime/canary_manager.h"
 #include "kvcanary/runtime/device_memory.h"
 #include "sim/block_table.h"
+#include "sim/held_tokens.h"
 #include "sim/kv_pool.h"
 #include "sim/oracle_model.h"
 #include "sim/radix_cache.h"
@@ -86,12 +89,37 @@ class EngineHooks {
   // `device_slots`: may change which host record goes where.
   virtual void OnRestore(Engine& engine, std::vector<int64_t>& record_host_slots,
                          const std::vector<int64_t>& device_slots) = 0;
+  // Quarantine: the engine is about to send `req` back to be computed again (its slots and row
+  // are still as the violations saw them).
+  virtual void BeforeRecompute(Engine& engine, const Request& req) {
+    (void)engine;
+    (void)req;
+  }
+};
+
+// A sampled token leaving the quarantine's hold-back: delivered to the user, or discarded with
+// its request's other held tokens when a violation named the request.
+struct TokenOutcome {
+  int64_t request = 0;
+  int64_t position = 0;  // index in the request's tokens
+  bool corrupted = false;
+  bool delivered = false;
+};
+
+struct QuarantineStats {
+  int64_t requests_recomputed = 0;
+  int64_t tokens_delivered = 0;
+  int64_t tokens_discarded = 0;
+  int64_t nodes_removed = 0;   // prefix-cache nodes dropped for holding a failing slot
 };
 
 struct EngineStats {
   int64_t steps = 0;
   int64_t tokens_generated = 0;
   int64_t oracle_mismatches = 0;
+  // Finished requests whose whole output was compared with the oracle's, and those that differ.
+  int64_t outputs_checked = 0;
+  int64_t outputs_wrong = 0;
   double canary_seconds = 0;
   double step_seconds = 0;
 };
@@ -121,6 +149,12 @@ class Engine {
   std::vector<std::unique_ptr<Request>> TakeFinished();
   // Violations reported since the last call.
   std::vector<ReportedViolation> TakeViolations();
+  // Quarantine: tokens delivered or discarded since the last call.
+  std::vector<TokenOutcome> TakeTokenOutcomes();
+  const QuarantineStats& quarantine_stats() const { return quarantine_stats_; }
+  // Tokens sampled and not yet delivered (always 0 without quarantine).
+  int64_t tokens_held() const { return held_ ? held_->size() : 0; }
+
   // Tokens sampled in the last step, with the oracle's expectation.
   const std::vector<SampledToken>& last_sampled() const { return last_sampled_; }
 
@@ -170,6 +204,28 @@ class Engine {
   uint64_t SwaHash(const int32_t* slot_row, int64_t seq_len, int64_t query) const;
   uint64_t ExpectedSwaHash(const Request& req, int64_t seq_len, int64_t query) const;
   ExpectedState& ExpectedFor(const Request& req);
+  // The oracle's next token after the request's first seq_len tokens (appended to `state` up to
+  // there): what an uncorrupted engine samples.
+  int64_t OracleToken(const Request& req, ExpectedState& state, int64_t seq_len) const;
+  // Checks a finished request's whole output against the oracle, then hands it to TakeFinished,
+  // or keeps it while quarantine still holds its tokens.
+  void Finish(std::unique_ptr<Request> done);
+
+  // Quarantine (engine_quarantine.cpp): tokens wait in held_ for the canary's verdict; a
+  // violation's requests are recomputed and the cached prefixes holding its slots dropped.
+  void RecordRowOwners(const Batch& batch, int64_t outer);
+  void HoldSampled(const Batch& batch, const std::vector<int64_t>& sampled, int64_t outer,
+                   const std::vector<std::unique_ptr<Request>>& done);
+  // After EndStep of outer step `outer`: every violation of the steps before it is reported.
+  void AfterVerdict(int64_t outer);
+  void Recompute(int64_t id, const std::set<int64_t>& failing_units);
+  // Whether a running request other than `except` owns allocation unit `unit`, or the cache does.
+  bool OwnedElsewhere(int64_t unit, const Request& except) const;
+  // Slots per allocation unit: 1, or the block size when paged.
+  int64_t Unit() const { return std::max<int64_t>(options_.block_size, 1); }
+  void RemoveCachedBadSlots();
+  void Deliver(const std::vector<HeldToken>& tokens);
+  Request* FindHeldRequest(int64_t id);
   // The paged layout (engine_paged.cpp). Rewrites the batch rows' req_to_token entries, the
   // host view attention reads, from the block table.
   void DeriveReqToToken(const Batch& batch);
@@ -219,6 +275,14 @@ class Engine {
   std::vector<std::vector<uint8_t>> host_kv_;                // per host slot: all layers' K and V
   std::vector<std::pair<int64_t, int64_t>> host_contents_;   // per host slot: (token, position)
   std::vector<int64_t> host_free_;                            // LIFO
+  // Quarantine state (on_violation quarantine only; held_ null otherwise).
+  std::unique_ptr<HeldTokens> held_;
+  std::vector<std::unique_ptr<Request>> finishing_;  // finished, some tokens still held
+  std::map<int64_t, std::map<int64_t, int64_t>> row_owners_;  // outer step -> row -> request id
+  std::set<int64_t> bad_slots_;   // failing slots a cached prefix may still hold
+  size_t violations_seen_ = 0;    // of violations_, rows AfterVerdict already took slots from
+  std::vector<TokenOutcome> outcomes_;
+  QuarantineStats quarantine_stats_;
 };
 
 }  // namespace kvcanary::sim

@@ -291,11 +291,12 @@ void FaultInjector::AfterStep(Engine& engine, const std::vector<ReportedViolatio
       Injection& injection = injections_[open.index];
       injection.outputs_corrupted += 1;
       if (!injection.detected) injection.corrupted_returned_before_detection += 1;
-      injection.delivered_corrupted += 1;  // no hold-back window discards a token yet
+      CountCorrupted(injection, open.index, token.req->spec.id, token.position);
       break;
     }
     if (!attributed) unexplained_mismatches_ += 1;
   }
+  CountOutcomes(engine);
   for (Open& open : opens_) {
     if (open.closed_step >= 0) continue;
     if (injections_[open.index].detected || step_ >= open.horizon_end) {
@@ -319,6 +320,49 @@ void FaultInjector::AfterStep(Engine& engine, const std::vector<ReportedViolatio
   }
 }
 
+void FaultInjector::BeforeRecompute(Engine& engine, const Request& req) {
+  for (Open& open : opens_) {
+    if (open.closed_step >= 0 && step_ - open.closed_step > kGraceSteps) continue;
+    if (!open.victims.count(req.spec.id)) {
+      // A request that read what the injection touched is one of its victims: its corrupted
+      // tokens are the injection's, though it no longer holds the slot when they are counted.
+      bool reads = false;
+      for (int64_t slot : open.slots) reads = reads || RowHolds(engine, req, slot);
+      if (!reads) continue;
+      open.victims.insert(req.spec.id);
+    }
+    // What RowHolds would find while it runs: its slots and its table row.
+    open.slots.insert(req.slots.begin(), req.slots.end());
+    if (req.row > 0) {
+      const int32_t* row = engine.table().HostRow(req.row);
+      open.slots.insert(row, row + std::min<int64_t>(req.seq_len(), options_.max_context_len));
+    }
+  }
+}
+
+void FaultInjector::CountCorrupted(Injection& injection, size_t index, int64_t request,
+                                   int64_t position) {
+  if (quarantine()) {
+    corrupted_by_[{request, position}] = index;
+  } else {
+    injection.delivered_corrupted += 1;
+  }
+}
+
+void FaultInjector::CountOutcomes(Engine& engine) {
+  for (const TokenOutcome& outcome : engine.TakeTokenOutcomes()) {
+    if (!outcome.corrupted) continue;
+    const auto it = corrupted_by_.find({outcome.request, outcome.position});
+    if (it == corrupted_by_.end()) {
+      if (outcome.delivered) unexplained_delivered_ += 1;
+      continue;
+    }
+    Injection& injection = injections_[it->second];
+    (outcome.delivered ? injection.delivered_corrupted : injection.discarded_corrupted) += 1;
+    corrupted_by_.erase(it);
+  }
+}
+
 void FaultInjector::KeepVictimsRunning(Engine& engine, const Open& open) {
   // A victim that finished before its quarantine would hand damaged records to the radix cache,
   // where they would show up later as violations no open injection explains.
@@ -335,7 +379,9 @@ void FaultInjector::Close(Engine& engine, Open& open) {
   // The report lists what the injection touched (full-pool slots).
   injections_[open.index].slots.assign(open.slots.begin(), open.slots.end());
   if (open.undo) open.undo(engine);
-  if (!open.abort_victims) return;
+  // With quarantine the engine has already sent the requests the violations named back to be
+  // computed again: that is the recovery under test, so no operator steps in.
+  if (!open.abort_victims || quarantine()) return;
   for (int64_t id : open.victims) {
     if (Request* req = engine.FindRunning(id)) engine.Abort(req, open.keep_units);
   }

@@ -36,6 +36,8 @@ class FaultInjector : public EngineHooks {
   void OnSampled(Engine& engine, const Batch& batch, std::vector<int64_t>& sampled) override;
   void OnRestore(Engine& engine, std::vector<int64_t>& record_host_slots,
                  const std::vector<int64_t>& device_slots) override;
+  // A victim leaves its slots: violations on them stay explained.
+  void BeforeRecompute(Engine& engine, const Request& req) override;
 
   // PD: called with each transferred request right before the decode engine admits it (may
   // drop a page), and after it was admitted (`req` null when the pool had no room yet).
@@ -51,6 +53,8 @@ class FaultInjector : public EngineHooks {
   void Finish(Engine& engine);
 
   const std::vector<Injection>& injections() const { return injections_; }
+  // With quarantine: corrupted tokens delivered that no injection explains (0 when it works).
+  int64_t unexplained_delivered() const { return unexplained_delivered_; }
   int64_t unexplained_mismatches() const { return unexplained_mismatches_; }
 
  private:
@@ -126,6 +130,15 @@ class FaultInjector : public EngineHooks {
   std::vector<Injection> injections_;
   std::vector<Open> opens_;
   int64_t unexplained_mismatches_ = 0;
+  int64_t unexplained_delivered_ = 0;
+  // With quarantine a corrupted token is delivered (or discarded) steps after it was sampled:
+  // the injection it was counted against at sampling, by (request id, position).
+  std::map<std::pair<int64_t, int64_t>, size_t> corrupted_by_;
+  bool quarantine() const { return options_.on_violation == "quarantine"; }
+  // Counts a corrupted token against its injection when sampled: delivered at once with log,
+  // later (CountOutcomes) with quarantine.
+  void CountCorrupted(Injection& injection, size_t index, int64_t request, int64_t position);
+  void CountOutcomes(Engine& engine);
   int64_t dropped_page_ = -1;       // the page BeforeAdmit dropped, until AfterAdmit
   // stale_slot_reuse, freed_block_reuse: the allocation unit (slot or block) freed at the end of
   // the step while its request still reads it.

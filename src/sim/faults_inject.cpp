@@ -252,10 +252,14 @@ void FaultInjector::OnSampled(Engine&, const Batch& batch, std::vector<int64_t>&
          << " swapped";
   Open& open = Start(FaultKind::kNextTokenSwap, target.str());
   open.victims = {req_i->spec.id, req_j->spec.id};
-  // The two users receive a token the model did not produce.
-  injections_[open.index].outputs_corrupted = 2;
-  injections_[open.index].corrupted_returned_before_detection = 2;
-  injections_[open.index].delivered_corrupted = 2;
+  // The two users receive a token the model did not produce (with quarantine, unless the
+  // hold-back catches it).
+  Injection& injection = injections_[open.index];
+  injection.outputs_corrupted = 2;
+  injection.corrupted_returned_before_detection = 2;
+  for (const Request* req : {req_i, req_j}) {
+    CountCorrupted(injection, open.index, req->spec.id, req->seq_len());
+  }
 }
 
 void FaultInjector::OnRestore(Engine& engine, std::vector<int64_t>& record_host_slots,

@@ -20,6 +20,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <set>
 #include <vector>
 
 #include "kvcanary/runtime/radix_view.h"
@@ -107,6 +108,14 @@ class RadixCache : public runtime::RadixView {
   // Dropping a node drops its host-only descendants; their host slots go to
   // TakeReleasedHostSlots.
   std::vector<int64_t> Evict(int64_t num_tokens, const EvictCallback& on_evict = nullptr);
+
+  // The resident nodes (not the root) whose device slots include one of `slots`.
+  std::vector<NodeId> ResidentNodesHolding(const std::set<int64_t>& slots) const;
+  // Removes unlocked resident `node` and its whole subtree (a node holding a corrupt slot: every
+  // cached sequence through it would read it) and returns the device slots of its resident
+  // nodes; the caller frees them. Host-only descendants go as in Evict.
+  // REQUIRES: node resident, not the root, lock_ref 0 (std::logic_error otherwise).
+  std::vector<int64_t> Remove(NodeId node);
 
   // Makes host-only `node` resident again in `device_slots` (the caller has copied its KV and
   // records there). Returns its host slots, which the node no longer references.

@@ -69,6 +69,7 @@ FaultClassRow SummarizeInjections(const ScenarioReport& report, Keep keep) {
     row.outputs_corrupted += injection.outputs_corrupted;
     row.corrupted_before_detection += injection.corrupted_returned_before_detection;
     row.delivered_corrupted += injection.delivered_corrupted;
+    row.discarded_corrupted += injection.discarded_corrupted;
     if (!injection.detected) continue;
     ++row.detected;
     steps.push_back(injection.detected_step - injection.step);
@@ -152,8 +153,45 @@ std::vector<Injection> UndetectedInjections(const ScenarioReport& report) {
   return undetected;
 }
 
+int64_t DeliveredCorrupted(const ScenarioReport& report) {
+  int64_t total = report.delivered_corrupted_unexplained;
+  for (const Injection& injection : report.injections) total += injection.delivered_corrupted;
+  return total;
+}
+
+namespace {
+
+bool QuarantineHeld(const ScenarioReport& report) {
+  return report.on_violation != "quarantine" ||
+         (DeliveredCorrupted(report) == 0 && report.outputs_wrong == 0);
+}
+
+void PrintDelivery(std::ostream& out, const ScenarioReport& report) {
+  int64_t corrupted = 0, discarded = 0;
+  for (const Injection& injection : report.injections) {
+    corrupted += injection.outputs_corrupted;
+    discarded += injection.discarded_corrupted;
+  }
+  out << "delivery (" << report.on_violation;
+  if (report.on_violation == "quarantine") out << ", hold-back " << report.hold_back;
+  out << "): " << corrupted << " corrupted tokens sampled, " << DeliveredCorrupted(report)
+      << " delivered";
+  if (report.on_violation == "quarantine") {
+    const QuarantineStats& q = report.quarantine;
+    out << ", " << discarded << " discarded; " << q.requests_recomputed
+        << " requests recomputed, " << q.tokens_discarded << " held tokens discarded, "
+        << q.nodes_removed
+        << " cached prefixes dropped, " << report.tokens_held_at_end << " tokens held at the end";
+  }
+  out << "\noutputs: " << report.outputs_checked
+      << " finished requests checked against the oracle, " << report.outputs_wrong
+      << " differ\n";
+}
+
+}  // namespace
+
 bool Passed(const ScenarioReport& report) {
-  return CountUndetected(report) == 0 && report.false_positives.empty();
+  return CountUndetected(report) == 0 && report.false_positives.empty() && QuarantineHeld(report);
 }
 
 int ExitCode(const std::vector<ScenarioReport>& reports) {
@@ -163,14 +201,21 @@ int ExitCode(const std::vector<ScenarioReport>& reports) {
 void PrintVerdict(std::ostream& out, const ScenarioReport& report) {
   const int64_t undetected = CountUndetected(report);
   const size_t false_positives = report.false_positives.size();
+  const bool quarantine = report.on_violation == "quarantine";
   if (Passed(report)) {
     out << "PASS: " << report.scenario << ": " << report.injections.size() << " of "
-        << report.injections.size() << " injected faults detected, no false positive\n";
+        << report.injections.size() << " injected faults detected, no false positive"
+        << (quarantine ? ", no corrupted token delivered" : "") << "\n";
     return;
   }
   out << "FAIL: " << report.scenario << ": " << undetected << " of " << report.injections.size()
       << " injected faults undetected, " << false_positives << " false positive"
-      << (false_positives == 1 ? "" : "s") << "\n";
+      << (false_positives == 1 ? "" : "s");
+  if (quarantine) {
+    out << ", " << DeliveredCorrupted(report) << " corrupted tokens delivered, "
+        << report.outputs_wrong << " outputs differ from the oracle";
+  }
+  out << "\n";
 }
 
 void PrintReport(std::ostream& out, const ScenarioReport& report) {
@@ -205,7 +250,9 @@ void PrintReport(std::ostream& out, const ScenarioReport& report) {
       << Percent(s.canary_share) << " of step time\n";
   out << "violations: " << report.violations_total
       << " reported; oracle mismatches: " << report.oracle_mismatches_total << " ("
-      << report.oracle_mismatches_unexplained << " not explained by an injection)\n\n";
+      << report.oracle_mismatches_unexplained << " not explained by an injection)\n";
+  PrintDelivery(out, report);
+  out << "\n";
   PrintVerdict(out, report);
 }
 

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "sim/engine.h"
 #include "sim/sim_options.h"
 
 namespace kvcanary::sim {
@@ -34,10 +35,11 @@ struct Injection {
   // Of those, the ones returned to a user at a step before detected_step (all of them when the
   // fault went undetected).
   int64_t corrupted_returned_before_detection = 0;
-  // Of outputs_corrupted, the ones delivered to a user: sampled and not discarded by a
-  // quarantine's hold-back window. The engine holds nothing back yet, so today every corrupted
-  // output counts (with --on-violation log that is the policy itself).
+  // Of outputs_corrupted, the ones delivered to a user: with --on-violation log every one as it
+  // is sampled; with quarantine the ones released from the hold-back (none, when it works).
   int64_t delivered_corrupted = 0;
+  // With quarantine: of outputs_corrupted, the ones discarded with their request's held tokens.
+  int64_t discarded_corrupted = 0;
 };
 
 // A violation row no injection explains: a false positive.
@@ -84,6 +86,15 @@ struct ScenarioReport {
   // Of those, the ones no injection explains: a simulator bug, or damage that outlived its
   // injection's quarantine. 0 in every passing run.
   int64_t oracle_mismatches_unexplained = 0;
+  // Finished requests whose whole delivered output was compared with the oracle's, and those
+  // that differ in at least one token.
+  int64_t outputs_checked = 0;
+  int64_t outputs_wrong = 0;
+  // --on-violation quarantine: what the engine's recovery did (all 0 with log).
+  int64_t hold_back = 1;
+  QuarantineStats quarantine;
+  int64_t tokens_held_at_end = 0;          // sampled, their verdict not known when the run ended
+  int64_t delivered_corrupted_unexplained = 0;  // corrupted, delivered, no injection explains
 };
 
 // One row of the per-class table. Latencies are detected_step - step (wall steps) and
@@ -102,6 +113,7 @@ struct FaultClassRow {
   int64_t outputs_corrupted = 0;
   int64_t corrupted_before_detection = 0;
   int64_t delivered_corrupted = 0;
+  int64_t discarded_corrupted = 0;
 };
 
 // A row for every enabled class (injected or not, so a class the engine found no target for
@@ -115,7 +127,10 @@ FaultClassRow SummarizeTotal(const ScenarioReport& report);
 // The injections that were not detected, in injection order.
 std::vector<Injection> UndetectedInjections(const ScenarioReport& report);
 
-// The verdict: every injection detected and no false positive.
+// Corrupted tokens a user received, over every class (and unexplained ones).
+int64_t DeliveredCorrupted(const ScenarioReport& report);
+// The verdict: every injection detected and no false positive; with quarantine also no corrupted
+// token delivered and every finished request's output the oracle's.
 bool Passed(const ScenarioReport& report);
 // The process exit status for a run of these scenarios: 0 when all passed, else 1.
 int ExitCode(const std::vector<ScenarioReport>& reports);

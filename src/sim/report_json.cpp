@@ -48,7 +48,8 @@ Json CountsJson(const FaultClassRow& row) {
             {"forwards", HistogramJson(row.forwards_histogram)}}},
           {"outputs_corrupted", row.outputs_corrupted},
           {"corrupted_before_detection", row.corrupted_before_detection},
-          {"delivered_corrupted_tokens", row.delivered_corrupted}};
+          {"delivered_corrupted_tokens", row.delivered_corrupted},
+          {"discarded_corrupted_tokens", row.discarded_corrupted}};
 }
 
 Json RowJson(const FaultClassRow& row) {
@@ -74,9 +75,18 @@ Json ScenarioJson(const ScenarioReport& report) {
   for (FaultKind fault : report.faults_enabled) json["faults_enabled"].push_back(FaultName(fault));
   json["faults"] = Json::array();
   for (const FaultClassRow& row : SummarizeFaults(report)) json["faults"].push_back(RowJson(row));
-  const FaultClassRow total = SummarizeTotal(report);
-  json["total"] = CountsJson(total);
-  json["delivered_corrupted_tokens"] = total.delivered_corrupted;
+  json["total"] = CountsJson(SummarizeTotal(report));
+  json["delivered_corrupted_tokens"] = DeliveredCorrupted(report);
+  json["outputs_checked"] = report.outputs_checked;
+  json["outputs_wrong"] = report.outputs_wrong;
+  const QuarantineStats& q = report.quarantine;
+  json["quarantine"] = {{"hold_back", report.hold_back},
+                        {"requests_recomputed", q.requests_recomputed},
+                        {"tokens_delivered", q.tokens_delivered},
+                        {"tokens_discarded", q.tokens_discarded},
+                        {"cached_prefixes_dropped", q.nodes_removed},
+                        {"tokens_held_at_end", report.tokens_held_at_end},
+                        {"delivered_corrupted_unexplained", report.delivered_corrupted_unexplained}};
   json["injections"] = Json::array();
   for (const Injection& injection : report.injections) {
     json["injections"].push_back(InjectionJson(injection));

@@ -172,6 +172,12 @@ ScenarioReport RunScenario(const SimOptions& options, const ProgressFn& progress
   report.injections = injector.injections();
   report.oracle_mismatches_total = engine.stats().oracle_mismatches;
   report.oracle_mismatches_unexplained = injector.unexplained_mismatches();
+  report.outputs_checked = engine.stats().outputs_checked;
+  report.outputs_wrong = engine.stats().outputs_wrong;
+  report.hold_back = options.hold_back;
+  report.quarantine = engine.quarantine_stats();
+  report.tokens_held_at_end = engine.tokens_held();
+  report.delivered_corrupted_unexplained = injector.unexplained_delivered();
   report.coverage.steps = engine.stats().steps;
   report.coverage.requests = finished;
   report.coverage.tokens_generated = engine.stats().tokens_generated;

@@ -97,6 +97,7 @@ Batch Scheduler::Schedule(int64_t step) {
   Batch batch;
   batch.step = step;
   last_refusal_.clear();
+  ReleaseDueRows();
   SchedulePrefill(step, batch);
   if (!batch.rows.empty()) {
     batch.kind = Batch::kPrefill;
@@ -186,7 +187,15 @@ bool Scheduler::Admit(Request& req, int64_t step, std::string* why) {
     return false;
   }
   const std::optional<int64_t> row = table_.AllocateRow();
-  if (!row) throw std::logic_error("kv-canary sim: no req_to_token row below max_running_reqs");
+  if (!row) {
+    // Below max_running_reqs only while rows of finished requests wait out their release delay:
+    // the request waits for them (not a refusal: they come back by themselves).
+    if (rows_to_release_.empty()) {
+      throw std::logic_error("kv-canary sim: no req_to_token row below max_running_reqs");
+    }
+    cache_.Unlock(match.last_node);
+    return false;
+  }
 
   std::vector<int64_t> prefix = std::move(match.slots);
   RadixCache::NodeId lock = match.last_node;

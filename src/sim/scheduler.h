@@ -96,6 +96,8 @@ struct Request {
   int64_t kv_len = 0;             // positions whose KV is in the pool (cached or forwarded)
   RadixCache::NodeId lock_node = RadixCache::kRoot;
   bool prefill_done = false;  // a forward has produced the first output token
+  int64_t recomputed = 0;     // times Requeue sent it back to be computed again
+  int64_t delivered = 0;      // output tokens handed to the user (quarantine: verified first)
   bool finished = false;
   int64_t admit_step = -1;
   int64_t first_token_step = -1;
@@ -137,6 +139,7 @@ struct SchedulerStats {
   int64_t decode_batches = 0;
   int64_t evicted_tokens = 0;  // device slots released by radix eviction
   int64_t aborted = 0;         // requests dropped by Abort
+  int64_t requeued = 0;        // requests sent back to the queue by Requeue
   double PrefixHitRate() const {
     return looked_up_tokens == 0
                ? 0.0
@@ -196,6 +199,19 @@ class Scheduler {
   // cached prefix. The request is destroyed.
   void Abort(Request* req, const std::vector<int64_t>& keep);
 
+  // Sends a running request back to the head of the queue to be computed again from its token
+  // ids (a quarantined request): its KV is released as Abort releases it, except `keep`, and it
+  // keeps its first `keep_outputs` output tokens (the ones delivered). REQUIRES: req running.
+  void Requeue(Request* req, const std::vector<int64_t>& keep, int64_t keep_outputs);
+  // Queues a finished request again at the head of the queue, truncated to its first
+  // `keep_outputs` output tokens (a quarantined request whose KV the cache already took).
+  void Resubmit(std::unique_ptr<Request> req, int64_t keep_outputs);
+
+  // Rows of finished, aborted and requeued requests stay allocated, their entries intact, for
+  // this many more Schedule calls before they are freed: a report that arrives a step late still
+  // reads the table the request had (quarantine). 0 (the default) frees them at once.
+  void SetRowReleaseDelay(int64_t schedules) { row_release_delay_ = schedules; }
+
   // n allocation units (slots, or blocks when paged) from the allocator, evicting from the radix
   // cache when it is dry; nullopt (nothing taken) when even eviction cannot free enough.
   std::optional<std::vector<int64_t>> AllocateSlots(int64_t n);
@@ -219,14 +235,24 @@ class Scheduler {
   std::optional<std::vector<int64_t>> Grow(Request& req, int64_t n);
   // Enters slots of positions [pos, pos + slots.size()) in req_to_token and the block table.
   void Place(const Request& req, int64_t pos, const std::vector<int64_t>& slots);
-  // Zeroes and frees the request's rows.
+  // Zeroes and frees the request's rows (after the row release delay).
   void ReleaseRow(Request& req);
+  // Frees the rows whose delay ran out (each Schedule call).
+  void ReleaseDueRows();
+  // Frees the units the request owns except `keep` and units already free, unlocks its cached
+  // prefix and releases its row (Abort and Requeue).
+  void ReleaseKv(Request& req, const std::vector<int64_t>& keep);
+  // Resets a request that holds nothing to be admitted again with its first `keep_outputs`
+  // output tokens, and puts it at the head of the queue.
+  void RequeueReleased(std::unique_ptr<Request> req, int64_t keep_outputs);
   // Extends `req` by up to `limit` tokens into a new batch row; false when no slot is left.
   bool Extend(Request& req, int64_t limit, Batch& batch);
   // Admits the waiting request (match, lock, restore, row); false (nothing changed) when the
   // slots it may need are not available. Sets `*why` then.
   bool Admit(Request& req, int64_t step, std::string* why);
   void Retire(Request& req);
+  // The running_ entry of `req` (std::logic_error when it is not running).
+  std::vector<std::unique_ptr<Request>>::iterator FindRunning(const Request* req);
   void SchedulePrefill(int64_t step, Batch& batch);
   void ScheduleDecode(Batch& batch);
 
@@ -241,6 +267,8 @@ class Scheduler {
   std::vector<std::unique_ptr<Request>> running_;  // admission order
   std::string last_refusal_;
   SchedulerStats stats_;
+  int64_t row_release_delay_ = 0;
+  std::vector<std::pair<int64_t, int64_t>> rows_to_release_;  // (row, Schedule calls left)
 };
 
 }  // namespace kvcanary::sim

@@ -49,9 +49,25 @@ void Scheduler::Place(const Request& req, int64_t pos, const std::vector<int64_t
 }
 
 void Scheduler::ReleaseRow(Request& req) {
-  if (blocks_ != nullptr) blocks_->ClearRow(req.row);
-  table_.FreeRow(req.row);
+  if (row_release_delay_ > 0) {
+    rows_to_release_.emplace_back(req.row, row_release_delay_);
+  } else {
+    if (blocks_ != nullptr) blocks_->ClearRow(req.row);
+    table_.FreeRow(req.row);
+  }
   req.row = 0;
+}
+
+void Scheduler::ReleaseDueRows() {
+  for (auto it = rows_to_release_.begin(); it != rows_to_release_.end();) {
+    if (--it->second > 0) {
+      ++it;
+      continue;
+    }
+    if (blocks_ != nullptr) blocks_->ClearRow(it->first);
+    table_.FreeRow(it->first);
+    it = rows_to_release_.erase(it);
+  }
 }
 
 void Scheduler::Retire(Request& req) {
@@ -109,26 +125,66 @@ std::optional<Request*> Scheduler::AdmitPrefilled(const RequestSpec& spec,
   return running_.back().get();
 }
 
-void Scheduler::Abort(Request* req, const std::vector<int64_t>& keep) {
-  auto it = std::find_if(running_.begin(), running_.end(),
-                         [req](const std::unique_ptr<Request>& r) { return r.get() == req; });
-  if (it == running_.end()) throw std::logic_error("kv-canary sim: Abort of a request not running");
+void Scheduler::ReleaseKv(Request& req, const std::vector<int64_t>& keep) {
   // The cached prefix stays with the cache (only unlocked); the request's own units are freed,
   // except those a fault handed to someone else.
   std::vector<int64_t> owned;
-  for (size_t pos = static_cast<size_t>(req->cached_len); pos < req->slots.size(); ++pos) {
-    const int64_t unit = req->slots[pos] / options_.block_size;
+  for (size_t pos = static_cast<size_t>(req.cached_len); pos < req.slots.size(); ++pos) {
+    const int64_t unit = req.slots[pos] / options_.block_size;
     if (std::find(keep.begin(), keep.end(), unit) != keep.end()) continue;
     if (std::find(owned.begin(), owned.end(), unit) != owned.end()) continue;
     if (allocator_.IsFree(unit)) continue;
     owned.push_back(unit);
   }
   allocator_.Free(owned);
-  cache_.Unlock(req->lock_node);
-  ReleaseRow(*req);
+  cache_.Unlock(req.lock_node);
+  ReleaseRow(req);
+}
+
+std::vector<std::unique_ptr<Request>>::iterator Scheduler::FindRunning(const Request* req) {
+  auto it = std::find_if(running_.begin(), running_.end(),
+                         [req](const std::unique_ptr<Request>& r) { return r.get() == req; });
+  if (it == running_.end()) throw std::logic_error("kv-canary sim: request not running");
+  return it;
+}
+
+void Scheduler::Abort(Request* req, const std::vector<int64_t>& keep) {
+  auto it = FindRunning(req);
+  ReleaseKv(*req, keep);
   req->finished = true;
   stats_.aborted += 1;
   running_.erase(it);
+}
+
+void Scheduler::Requeue(Request* req, const std::vector<int64_t>& keep, int64_t keep_outputs) {
+  auto it = FindRunning(req);
+  ReleaseKv(*req, keep);
+  std::unique_ptr<Request> owned = std::move(*it);
+  running_.erase(it);
+  RequeueReleased(std::move(owned), keep_outputs);
+}
+
+void Scheduler::Resubmit(std::unique_ptr<Request> req, int64_t keep_outputs) {
+  RequeueReleased(std::move(req), keep_outputs);
+}
+
+void Scheduler::RequeueReleased(std::unique_ptr<Request> req, int64_t keep_outputs) {
+  const auto kept = std::clamp<int64_t>(keep_outputs, 0, static_cast<int64_t>(req->output.size()));
+  req->output.resize(static_cast<size_t>(kept));
+  req->tokens = req->spec.prompt;
+  req->tokens.insert(req->tokens.end(), req->output.begin(), req->output.end());
+  req->row = 0;
+  req->slots.clear();
+  req->cached_len = 0;
+  req->host_restored_len = 0;
+  req->kv_len = 0;
+  req->lock_node = RadixCache::kRoot;
+  req->prefill_done = false;
+  req->finished = false;
+  req->finish_step = -1;
+  req->recomputed += 1;
+  stats_.requeued += 1;
+  waiting_.push_front(std::move(req));
 }
 
 }  // namespace kvcanary::sim

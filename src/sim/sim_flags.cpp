@@ -23,6 +23,7 @@ constexpr int64_t kMaxBytesPerToken = int64_t{1} << 16;
 constexpr int64_t kMaxRunning = 4096;
 constexpr int64_t kMaxTokens = int64_t{1} << 20;  // context, chunk, window, sweep interval
 constexpr int64_t kMaxBlockSize = 4096;
+constexpr int64_t kMaxHoldBack = 64;  // a token held that many forwards is as good as never sent
 
 SimFlag Integer(const char* name, int64_t SimOptions::*field, int64_t min, int64_t max,
                 const char* help) {
@@ -73,7 +74,10 @@ std::vector<SimFlag> BuildTable() {
       Text("mode", kChoice, &O::mode, "none|log|raise", "Canary mode"),
       Text("real-data", kChoice, &O::real_data, "none|partial|all", "Real-KV hashing"),
       Text("on-violation", kChoice, &O::on_violation, "log|quarantine",
-           "What a violation does: log, or quarantine (name the requests it touched)"),
+           "What a violation does: log, or quarantine (hold tokens back, recompute the requests "
+           "it touched)"),
+      Integer("hold-back", &O::hold_back, 0, kMaxHoldBack,
+              "Quarantine: later forwards of its request a token waits for before delivery"),
       Text("fingerprint-layers", kChoice, &O::fingerprint_layers, "layer0|all",
            "Layers a real-KV fingerprint folds: layer 0, or all"),
       Integer("sweep-interval", &O::sweep_interval, 0, kMaxTokens,

@@ -255,6 +255,7 @@ void ValidateCanary(const SimOptions& o) {
   RequireOneOf("--fingerprint-layers", o.fingerprint_layers, {"layer0", "all"});
   RequireAtLeast("--sweep-interval", o.sweep_interval, 0);
   RequireAtLeast("--verify-sample", o.verify_sample, 1);  // the maximum: CheckFlagMaxima
+  RequireAtLeast("--hold-back", o.hold_back, 0);
   RequireAtLeast("ring capacity", o.ring_capacity, 1);
 }
 

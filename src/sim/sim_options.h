@@ -97,6 +97,9 @@ struct SimOptions {
   // What a violation does to the engine (Config::on_violation): "log", or "quarantine" (the
   // runtime also names the requests the violations touched; needs mode "log").
   std::string on_violation = "log";
+  // With quarantine: the request's forwards a sampled token waits for after its own step before
+  // it is delivered (0: its own step's verdict only; 1 also checks it was fed back unchanged).
+  int64_t hold_back = 1;
   // Layers fingerprinted: "layer0" (layer 0) or "all" (every layer; the paged preset's).
   std::string fingerprint_layers = "layer0";
   int64_t sweep_interval = 8;         // steps between SWEEP verifies of cached slots; 0 = off

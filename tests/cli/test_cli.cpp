@@ -103,6 +103,11 @@ TEST(KvcanaryCli, BadBenchRepsExitTwoBeforeAnyTiming) {
   }
 }
 
+TEST(KvcanaryCli, UnknownBenchCaseExitsTwoNamingTheSuitesCases) {
+  ExpectExit("bench --suite quick --cases decode-256,decode-7", 2,
+             "kvcanary bench: --cases: no case named 'decode-7' in suite quick (decode-1, ");
+}
+
 TEST(KvcanaryCli, EmptyJsonPathIsAUsageError) {
   ExpectExit("sim --quiet --json ''", 2, "--json must be a non-empty PATH, got ''");
   ExpectExit("bench --json ''", 2, "--json: must be a non-empty PATH");

@@ -20,6 +20,7 @@
 #include "kvcanary/hash.h"
 #include "kvcanary/runtime/canary_manager.h"
 #include "kvcanary/runtime/device_memory.h"
+#include "runtime/mirrored_buffer.h"
 
 namespace kvcanary::runtime::testing {
 
@@ -59,33 +60,6 @@ struct FakeEngineOptions {
   bool graph_capture = false;  // InstallArgs::graph_capture (CUDA only)
   int64_t cuda_graph_max_bs = 0;
   ViolationSignalReducer* signal_reducer = nullptr;  // InstallArgs::signal_reducer
-};
-
-// Bytes the runtime reads on the engine's device, with the host copy the engine edits. On the
-// CPU both are the same memory and Upload does nothing.
-class MirroredBuffer {
- public:
-  MirroredBuffer(Device device, int64_t bytes) : device_(device), on_device_(device, bytes) {
-    if (mirrored()) host_ = DeviceBuffer(Device::CPU(), bytes, /*pinned=*/true);
-  }
-  bool mirrored() const { return device_.type == DeviceType::kCUDA; }
-  template <typename T>
-  T* host() const {
-    return (mirrored() ? host_ : on_device_).data_as<T>();
-  }
-  const DeviceBuffer& device_buffer() const { return on_device_; }
-  // Enqueues host bytes [offset, offset + bytes) -> device on `stream`.
-  void Upload(int64_t offset, int64_t bytes, StreamHandle stream) const {
-    if (!mirrored() || bytes <= 0) return;
-    CopyBytesAsync(on_device_.data_as<char>() + offset, host_.data_as<char>() + offset, bytes,
-                   device_, stream);
-  }
-  void UploadAll(StreamHandle stream) const { Upload(0, on_device_.bytes(), stream); }
-
- private:
-  Device device_;
-  DeviceBuffer on_device_;
-  DeviceBuffer host_;
 };
 
 // One step as the engine scheduled it: the canary's step input and the tokens it writes.
@@ -273,14 +247,16 @@ class FakeEngine {
       WriteKvToken(step.slots[i], step.ids[i], step.positions[i]);
     }
   }
-  // Enqueues the pool rows a step wrote, host -> device (nothing on the CPU).
+  // Enqueues the pool rows a step wrote in every layer, host -> device (nothing on the CPU).
   void UploadKvRows(const PreparedStep& step) {
     if (step.slots.empty()) return;
     const auto [lo, hi] = std::minmax_element(step.slots.begin(), step.slots.end());
-    const int64_t offset = *lo * options_.bytes_per_token;
     const int64_t bytes = (*hi - *lo + 1) * options_.bytes_per_token;
-    k_.Upload(offset, bytes, stream_.handle());
-    v_.Upload(offset, bytes, stream_.handle());
+    for (int64_t layer = 0; layer < LayerCount(options_); ++layer) {
+      const int64_t offset = (layer * options_.num_slots + *lo) * options_.bytes_per_token;
+      k_.Upload(offset, bytes, stream_.handle());
+      v_.Upload(offset, bytes, stream_.handle());
+    }
   }
   // Enqueues a copy of the whole host pool to the device pool: a kernel-free "model" whose
   // launches do not depend on the step, so it can be captured in a CUDA graph (CUDA only).

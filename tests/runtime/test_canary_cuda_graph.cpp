@@ -1,12 +1,14 @@
 // Phases 2-3 of the step protocol captured in a CUDA graph with the model's KV write and replayed
-// over changing batches, against eager CUDA and CPU runs of the same steps; and graph capture
-// refused on the CPU. Every test skips without a device.
+// over changing batches, against eager CUDA and CPU runs of the same steps: remaps, KV flips (in
+// any fingerprinted layer), sampled verify and quarantine; and graph capture refused on the CPU.
+// Every test skips without a device.
 #include <gtest/gtest.h>
 
 #include <cstddef>
 #include <functional>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "gpu/owned_graph.h"
 #include "kvcanary/error.h"
@@ -94,10 +96,12 @@ struct GraphRun {
   Report report;
   size_t nodes = 0;
   int replays = 0;
+  std::vector<int64_t> affected;  // req_pool_idx of TakeAffectedRequests at the end
 };
 
-GraphRun RunDecode(Forward forward, const std::function<void(FakeEngine&, int)>& corrupt) {
-  FakeEngineOptions options = LogOptions();
+using Corrupt = std::function<void(FakeEngine&, int)>;
+
+GraphRun RunDecode(Forward forward, FakeEngineOptions options, const Corrupt& corrupt) {
   options.cuda_graph_max_bs = kPaddedBs;
   options.graph_capture = forward == Forward::kCudaGraph;
   const Device device = forward == Forward::kCpuEager ? Device::CPU() : Device::CUDA(0);
@@ -119,15 +123,20 @@ GraphRun RunDecode(Forward forward, const std::function<void(FakeEngine&, int)>&
     engine.Synchronize();
     run.nodes = graph.nodes;
     run.replays = graph.replays;
+    for (const AffectedRequest& request : engine.canary->TakeAffectedRequests()) {
+      run.affected.push_back(request.req_pool_idx);
+    }
   });
   return run;
 }
 
-// The graph run must report what the eager CUDA and CPU runs of the same steps report.
-GraphRun RunGraphAndCompare(const std::function<void(FakeEngine&, int)>& corrupt) {
-  const GraphRun cpu = RunDecode(Forward::kCpuEager, corrupt);
-  const GraphRun eager = RunDecode(Forward::kCudaEager, corrupt);
-  const GraphRun graph = RunDecode(Forward::kCudaGraph, corrupt);
+// The graph run must report (and quarantine) what the eager CUDA and CPU runs of the same steps
+// report.
+GraphRun RunGraphAndCompare(const Corrupt& corrupt,
+                            const FakeEngineOptions& options = LogOptions()) {
+  const GraphRun cpu = RunDecode(Forward::kCpuEager, options, corrupt);
+  const GraphRun eager = RunDecode(Forward::kCudaEager, options, corrupt);
+  const GraphRun graph = RunDecode(Forward::kCudaGraph, options, corrupt);
   EXPECT_EQ(graph.replays, kDecodeSteps - 1);
   EXPECT_GT(graph.nodes, 2u) << "phases 2-3 enqueued nothing into the graph";
   EXPECT_EQ(eager.report.rows, cpu.report.rows)
@@ -139,6 +148,8 @@ GraphRun RunGraphAndCompare(const std::function<void(FakeEngine&, int)>& corrupt
   EXPECT_EQ(graph.report.metrics.kernel_runs, eager.report.metrics.kernel_runs);
   EXPECT_EQ(graph.report.metrics.protected_tokens, eager.report.metrics.protected_tokens);
   EXPECT_EQ(eager.report.metrics.kernel_runs, cpu.report.metrics.kernel_runs);
+  EXPECT_EQ(graph.affected, eager.affected);
+  EXPECT_EQ(eager.affected, cpu.affected);
   return graph;
 }
 
@@ -153,11 +164,14 @@ TEST(CanaryCudaGraph, CleanReplaysReportNothing) {
   EXPECT_GT(protected_tokens, 0);
 }
 
+// Before decode step 4: position 4 of request 1 pointed at request 3's slot of position 6.
+void RemapBeforeDecode4(FakeEngine& engine, int d) {
+  if (d == 4) engine.SetSlot(1, 4, engine.SlotOf(3, 6));
+}
+
 TEST(CanaryCudaGraph, RemapBetweenReplaysIsReportedByHead) {
   KVC_SKIP_WITHOUT_CUDA();
-  const GraphRun graph = RunGraphAndCompare([](FakeEngine& engine, int d) {
-    if (d == 4) engine.SetSlot(1, 4, engine.SlotOf(3, 6));
-  });
+  const GraphRun graph = RunGraphAndCompare(RemapBeforeDecode4);
   ASSERT_FALSE(graph.report.rows.empty()) << "a replayed graph missed a remapped prefix entry";
   // Corrupted before step 5 (1 prefill + decode 4), reported at the end of the next step.
   EXPECT_EQ(graph.report.rows.front()[0], 7);
@@ -165,21 +179,72 @@ TEST(CanaryCudaGraph, RemapBetweenReplaysIsReportedByHead) {
       HasRow(graph.report, Tag(CanaryLaunchTag::kHeadKFull), FailReason::kVerifyPositionMismatch));
 }
 
+// Flips byte 5 of `layer`'s K of request 2's position 3 before decode step 6; the slot in `slot`.
+Corrupt FlipBeforeDecode6(int64_t& slot, int64_t layer = 0) {
+  return [&slot, layer](FakeEngine& engine, int d) {
+    if (d != 6) return;
+    slot = engine.SlotOf(2, 3);
+    engine.FlipKByte(slot, 5, layer);
+  };
+}
+
 TEST(CanaryCudaGraph, KvFlipBetweenReplaysIsReportedByTail) {
   KVC_SKIP_WITHOUT_CUDA();
   int64_t slot = -1;
-  const GraphRun graph = RunGraphAndCompare([&slot](FakeEngine& engine, int d) {
-    if (d == 6) {
-      slot = engine.SlotOf(2, 3);
-      engine.FlipKByte(slot, 5);
-    }
-  });
+  const GraphRun graph = RunGraphAndCompare(FlipBeforeDecode6(slot));
   ASSERT_FALSE(graph.report.rows.empty()) << "a replayed graph missed a flipped KV byte";
   EXPECT_TRUE(HasRow(graph.report, Tag(CanaryLaunchTag::kTailKFull),
                      FailReason::kVerifyRealKvHashMismatch, slot));
   for (const RowKey& key : graph.report.rows) {
     EXPECT_NE(key[1], Tag(CanaryLaunchTag::kHeadKFull)) << "HEAD records carry no fingerprint";
   }
+}
+
+// Every-layer fingerprints in a graph: the captured TAIL folds every listed layer, so a byte of
+// the deepest of four flipped between replays is reported; with layer 0 fingerprinted alone the
+// same flip goes unseen (the graph's pool copy carries every layer, so a false report would show).
+FakeEngineOptions FourLayers(FingerprintLayers layers) {
+  FakeEngineOptions options = LogOptions(RealKvHashMode::kAll);
+  options.layers = 4;
+  options.config.fingerprint_layers = layers;
+  return options;
+}
+
+TEST(CanaryCudaGraph, DeepLayerFlipBetweenReplaysIsReportedWithAllLayers) {
+  KVC_SKIP_WITHOUT_CUDA();
+  int64_t slot = -1;
+  const GraphRun graph =
+      RunGraphAndCompare(FlipBeforeDecode6(slot, 3), FourLayers(FingerprintLayers::kAll));
+  ASSERT_FALSE(graph.report.rows.empty()) << "a replayed graph missed a flip in layer 3";
+  for (const RowKey& key : graph.report.rows) {
+    EXPECT_EQ(key[2], slot) << ToString(graph.report.rows);
+    EXPECT_TRUE(key[8] & FailReason::kVerifyRealKvHashMismatch) << ToString(graph.report.rows);
+  }
+  EXPECT_TRUE(HasRow(graph.report, Tag(CanaryLaunchTag::kTailKFull),
+                     FailReason::kVerifyRealKvHashMismatch, slot));
+}
+
+TEST(CanaryCudaGraph, DeepLayerFlipGoesUnseenWithLayer0Alone) {
+  KVC_SKIP_WITHOUT_CUDA();
+  int64_t slot = -1;
+  const GraphRun graph =
+      RunGraphAndCompare(FlipBeforeDecode6(slot, 3), FourLayers(FingerprintLayers::kLayer0));
+  EXPECT_GT(slot, 0) << "the flip did not run";
+  EXPECT_TRUE(graph.report.rows.empty()) << ToString(graph.report.rows);
+}
+
+// Quarantine in a graph: a remap between replays names the request that read the wrong slot (1)
+// and the one that owns it (3), never request 2; with on_violation log nothing is kept.
+TEST(CanaryCudaGraph, RemapBetweenReplaysQuarantinesTheRequestsHoldingTheSlot) {
+  KVC_SKIP_WITHOUT_CUDA();
+  FakeEngineOptions options = LogOptions();
+  options.config.on_violation = OnViolation::kQuarantine;
+  const GraphRun graph = RunGraphAndCompare(RemapBeforeDecode4, options);
+  ASSERT_FALSE(graph.report.rows.empty());
+  EXPECT_EQ(graph.affected, (std::vector<int64_t>{1, 3}));
+  const GraphRun logged = RunGraphAndCompare(RemapBeforeDecode4);
+  EXPECT_EQ(logged.report.rows, graph.report.rows);
+  EXPECT_TRUE(logged.affected.empty());
 }
 
 // Sampled verify in a graph: the phase lives on the device and the captured TAIL advances it, so

@@ -64,32 +64,57 @@ TEST(RunScenario, PagedDetectsEveryPagedFaultClass) {
   EXPECT_GT(report.coverage.prefix_hit_rate, 0.3) << "the cache shared no blocks";
 }
 
-// --on-violation quarantine installs the runtime with Config::on_violation quarantine. Naming the
-// affected requests must not change what is detected: the run matches the log control injection
-// for injection. Nothing is held back yet, so every corrupted output counts as delivered.
-TEST(RunScenario, QuarantinePolicyDetectsAsLogAndCountsDeliveredCorruption) {
+// --on-violation quarantine: the engine holds each token back until the canary's verdict covers
+// it, and recomputes the requests a violation names. Every fault is still detected, no corrupted
+// token reaches a user, and every finished request's output is the oracle's. The log control,
+// same seed and faults, delivers every corrupted token and finishes requests with wrong output.
+TEST(RunScenario, QuarantineDeliversNoCorruptedTokenWhereLogDeliversThemAll) {
   SimOptions options = ScenarioPreset("default");
   const ScenarioReport control = RunScenario(options, nullptr);
   options.on_violation = "quarantine";
   const ScenarioReport report = RunScenario(options, nullptr);
   EXPECT_EQ(report.on_violation, "quarantine");
+  ExpectEveryClassInjectedAndDetected(options, report);
   EXPECT_EQ(ExitCode({report}), 0) << Describe(report);
   EXPECT_TRUE(report.false_positives.empty()) << Describe(report);
-  ASSERT_EQ(report.injections.size(), control.injections.size());
-  int64_t corrupted = 0, delivered = 0;
-  for (size_t i = 0; i < report.injections.size(); ++i) {
-    const Injection& injection = report.injections[i];
-    EXPECT_EQ(injection.fault, control.injections[i].fault);
-    EXPECT_EQ(injection.detected_step, control.injections[i].detected_step) << injection.target;
-    EXPECT_LE(injection.delivered_corrupted, injection.outputs_corrupted) << injection.target;
+  EXPECT_EQ(report.oracle_mismatches_unexplained, 0);
+  int64_t corrupted = 0, discarded = 0;
+  for (const Injection& injection : report.injections) {
+    EXPECT_EQ(injection.delivered_corrupted, 0) << injection.target;
+    EXPECT_EQ(injection.discarded_corrupted, injection.outputs_corrupted) << injection.target;
     corrupted += injection.outputs_corrupted;
-    delivered += injection.delivered_corrupted;
+    discarded += injection.discarded_corrupted;
   }
-  int64_t summed = 0;
-  for (const FaultClassRow& row : SummarizeFaults(report)) summed += row.delivered_corrupted;
-  EXPECT_EQ(summed, delivered);
-  EXPECT_GT(delivered, 0) << "the faults changed no output";
-  EXPECT_EQ(delivered, corrupted) << "a token was discarded, yet the engine holds none back";
+  EXPECT_GT(corrupted, 0) << "the faults changed no output";
+  EXPECT_EQ(DeliveredCorrupted(report), 0);
+  EXPECT_EQ(report.delivered_corrupted_unexplained, 0);
+  EXPECT_GT(report.quarantine.requests_recomputed, 0);
+  EXPECT_GE(report.quarantine.tokens_discarded, discarded);
+  EXPECT_GT(report.outputs_checked, 1000);
+  EXPECT_EQ(report.outputs_wrong, 0);
+  // The control.
+  EXPECT_EQ(DeliveredCorrupted(control), [&] {
+    int64_t sampled = 0;
+    for (const Injection& injection : control.injections) sampled += injection.outputs_corrupted;
+    return sampled;
+  }());
+  EXPECT_GT(DeliveredCorrupted(control), 0);
+  EXPECT_GT(control.outputs_wrong, 0);
+  EXPECT_EQ(control.quarantine.requests_recomputed, 0);
+}
+
+// The verdict counts a delivered corrupted token against a quarantine run (and only there).
+TEST(RunScenario, QuarantineFailsOnADeliveredCorruptedToken) {
+  ScenarioReport report;
+  report.on_violation = "quarantine";
+  EXPECT_TRUE(Passed(report));
+  report.delivered_corrupted_unexplained = 1;
+  EXPECT_FALSE(Passed(report));
+  report.delivered_corrupted_unexplained = 0;
+  report.outputs_wrong = 1;
+  EXPECT_FALSE(Passed(report));
+  report.on_violation = "log";
+  EXPECT_TRUE(Passed(report));
 }
 
 // Sampled verify (a rotating 1/8 of every prefix per forward): prefill and decode batches

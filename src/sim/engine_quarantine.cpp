@@ -1,0 +1,197 @@
+// The engine's quarantine policy (--on-violation quarantine): sampled tokens are held back until
+// the canary's verdict covers them (HeldTokens), and when a violation names requests
+// (CanaryManager::TakeAffectedRequests) the engine discards their held tokens, sends them back to
+// be computed again from their token ids, keeps their failing slots out of reuse and drops the
+// cached prefixes that hold those slots. Nothing corrupted reaches a user, and every request still
+// finishes with the model's own output.
+#include <algorithm>
+
+#include "sim/engine.h"
+
+namespace kvcanary::sim {
+namespace {
+
+// Rows of the SWA launches name SWA-pool slots, which neither the cache nor a request's slots hold.
+bool NamesFullPoolSlot(const runtime::ViolationRow& row) {
+  return row.kernel_kind < 6 || row.kernel_kind >= 12;
+}
+
+// Steps of row ownership kept: a report names rows of its step and the one before.
+constexpr int64_t kOwnerHistorySteps = 3;
+
+}  // namespace
+
+void Engine::Finish(std::unique_ptr<Request> done) {
+  if (held_ && held_->Holds(done->spec.id)) {
+    finishing_.push_back(std::move(done));
+    return;
+  }
+  // The whole output against an oracle run from the prompt: with quarantine, every token a user
+  // received must be the model's.
+  ExpectedState state = oracle_.NewExpectedState();
+  const auto prompt = static_cast<int64_t>(done->spec.prompt.size());
+  bool wrong = false;
+  for (size_t k = 0; k < done->output.size() && !wrong; ++k) {
+    wrong = done->output[k] != OracleToken(*done, state, prompt + static_cast<int64_t>(k));
+  }
+  stats_.outputs_checked += 1;
+  stats_.outputs_wrong += wrong ? 1 : 0;
+  finished_.push_back(std::move(done));
+}
+
+void Engine::RecordRowOwners(const Batch& batch, int64_t outer) {
+  std::map<int64_t, int64_t>& owners = row_owners_[outer];
+  for (const BatchRow& row : batch.rows) owners[row.row] = row.req->spec.id;
+  while (!row_owners_.empty() && row_owners_.begin()->first + kOwnerHistorySteps <= outer) {
+    row_owners_.erase(row_owners_.begin());
+  }
+}
+
+void Engine::HoldSampled(const Batch& batch, const std::vector<int64_t>& sampled, int64_t outer,
+                         const std::vector<std::unique_ptr<Request>>& done) {
+  // This forward consumed (wrote and checked) the tokens its rows were fed: count it first.
+  for (const BatchRow& row : batch.rows) held_->Forwarded(row.req->spec.id, outer);
+  for (size_t k = 0; k < last_sampled_.size(); ++k) {
+    const SampledToken& token = last_sampled_[k];
+    held_->Hold(token.req->spec.id, token.position, sampled[k], token.expected, outer);
+  }
+  for (const std::unique_ptr<Request>& req : done) held_->Finished(req->spec.id, outer);
+}
+
+Request* Engine::FindHeldRequest(int64_t id) {
+  if (Request* running = FindRunning(id)) return running;
+  for (const std::unique_ptr<Request>& req : finishing_) {
+    if (req->spec.id == id) return req.get();
+  }
+  return nullptr;
+}
+
+void Engine::AfterVerdict(int64_t outer) {
+  // Failing slots: the ones the named requests read or wrote, and any other full-pool slot a
+  // row showed (a sweep row names a cached slot no request holds).
+  std::set<int64_t> failing;
+  for (size_t i = violations_seen_; i < violations_.size(); ++i) {
+    if (NamesFullPoolSlot(violations_[i].row)) failing.insert(violations_[i].row.slot_idx);
+  }
+  violations_seen_ = violations_.size();
+  std::set<int64_t> ids;
+  for (const runtime::AffectedRequest& affected : canary_->TakeAffectedRequests()) {
+    failing.insert(affected.slots.begin(), affected.slots.end());
+    const auto step = row_owners_.find(affected.step);
+    if (step == row_owners_.end()) continue;
+    const auto owner = step->second.find(affected.req_pool_idx);
+    if (owner != step->second.end()) ids.insert(owner->second);
+  }
+  std::set<int64_t> failing_units;
+  for (int64_t slot : failing) failing_units.insert(slot / Unit());
+  for (int64_t id : ids) Recompute(id, failing_units);
+  bad_slots_.insert(failing.begin(), failing.end());
+  RemoveCachedBadSlots();
+  // Every violation of the steps before `outer` is known now.
+  Deliver(held_->Release(outer - 1));
+}
+
+bool Engine::OwnedElsewhere(int64_t unit, const Request& except) const {
+  for (const std::unique_ptr<Request>& req : scheduler_->running()) {
+    if (req.get() == &except) continue;
+    for (size_t pos = static_cast<size_t>(req->cached_len); pos < req->slots.size(); ++pos) {
+      if (req->slots[pos] / Unit() == unit) return true;
+    }
+  }
+  std::set<int64_t> slots;
+  for (int64_t slot = unit * Unit(); slot < (unit + 1) * Unit(); ++slot) slots.insert(slot);
+  return !radix_->ResidentNodesHolding(slots).empty();
+}
+
+void Engine::Recompute(int64_t id, const std::set<int64_t>& failing_units) {
+  if (Request* req = FindHeldRequest(id); req != nullptr && hooks_ != nullptr) {
+    hooks_->BeforeRecompute(*this, *req);
+  }
+  for (const HeldToken& token : held_->Discard(id)) {
+    outcomes_.push_back(TokenOutcome{id, token.position, token.corrupted(), false});
+    quarantine_stats_.tokens_discarded += 1;
+  }
+  Request* req = FindRunning(id);
+  if (req != nullptr) {
+    // A failing unit may be another owner's too (a slot freed while in use and handed out
+    // again): it stays with that owner, so it is not freed twice.
+    std::vector<int64_t> keep;
+    for (size_t pos = static_cast<size_t>(req->cached_len); pos < req->slots.size(); ++pos) {
+      const int64_t u = req->slots[pos] / Unit();
+      if (failing_units.count(u) && OwnedElsewhere(u, *req)) keep.push_back(u);
+    }
+    scheduler_->Requeue(req, keep, req->delivered);
+  } else {
+    auto it = std::find_if(finishing_.begin(), finishing_.end(),
+                           [id](const std::unique_ptr<Request>& r) { return r->spec.id == id; });
+    if (it == finishing_.end()) return;  // already queued again, or gone
+    req = it->get();
+    scheduler_->Resubmit(std::move(*it), req->delivered);
+    finishing_.erase(it);
+  }
+  expected_.erase(id);
+  if (req->output.empty()) {
+    last_true_sample_.erase(id);
+  } else {
+    last_true_sample_[id] = req->output.back();
+  }
+  if (swa_) swa_->ReleaseAll(id);
+  quarantine_stats_.requests_recomputed += 1;
+}
+
+void Engine::RemoveCachedBadSlots() {
+  // A locked node waits for the requests reading it (a violation names them when they verify it).
+  for (;;) {
+    std::vector<RadixCache::NodeId> nodes = radix_->ResidentNodesHolding(bad_slots_);
+    auto unlocked = std::find_if(nodes.begin(), nodes.end(),
+                                 [&](RadixCache::NodeId node) { return radix_->LockRef(node) == 0; });
+    if (unlocked == nodes.end()) break;
+    std::vector<int64_t> units;
+    const std::vector<int64_t> slots = radix_->Remove(*unlocked);
+    for (int64_t u : WholeBlocksOf(slots, Unit())) {
+      // A running request may own one too (handed out again while the cache held it).
+      bool running_owns = false;
+      for (const std::unique_ptr<Request>& req : scheduler_->running()) {
+        for (size_t pos = static_cast<size_t>(req->cached_len); pos < req->slots.size(); ++pos) {
+          running_owns = running_owns || req->slots[pos] / Unit() == u;
+        }
+      }
+      if (!running_owns && !allocator_->IsFree(u)) units.push_back(u);
+    }
+    allocator_->Free(units);
+    quarantine_stats_.nodes_removed += 1;
+  }
+  // Slots no cached prefix holds any more need no watch.
+  std::set<int64_t> still_cached;
+  for (RadixCache::NodeId node : radix_->ResidentNodesHolding(bad_slots_)) {
+    for (int64_t slot : radix_->DeviceSlots(node)) {
+      if (bad_slots_.count(slot)) still_cached.insert(slot);
+    }
+  }
+  bad_slots_.swap(still_cached);
+}
+
+void Engine::Deliver(const std::vector<HeldToken>& tokens) {
+  for (const HeldToken& token : tokens) {
+    outcomes_.push_back(TokenOutcome{token.request, token.position, token.corrupted(), true});
+    quarantine_stats_.tokens_delivered += 1;
+    if (Request* req = FindHeldRequest(token.request)) req->delivered += 1;
+  }
+  for (auto it = finishing_.begin(); it != finishing_.end();) {
+    if (held_->Holds((*it)->spec.id)) {
+      ++it;
+      continue;
+    }
+    std::unique_ptr<Request> done = std::move(*it);
+    it = finishing_.erase(it);
+    Finish(std::move(done));
+  }
+}
+
+std::vector<TokenOutcome> Engine::TakeTokenOutcomes() {
+  std::vector<TokenOutcome> taken;
+  taken.swap(outcomes_);
+  return taken;
+}
+
+}  // namespace kvcanary::sim
