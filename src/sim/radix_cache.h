@@ -33,7 +33,7 @@ struct RadixStats {
   int64_t device_hit_tokens = 0;  // of those, matched on device-resident nodes
   int64_t host_hit_tokens = 0;    // of those, matched on host-only nodes
   int64_t inserted_tokens = 0;    // tokens new to the tree (Insert, not counting duplicates)
-  int64_t evicted_tokens = 0;     // device tokens released by Evict
+  int64_t evicted_tokens = 0;     // device tokens released by Evict (and by Remove)
   int64_t backed_up_tokens = 0;   // of those, kept as host-only
   int64_t loaded_back_tokens = 0;
   double HitRate() const {

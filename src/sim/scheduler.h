@@ -205,6 +205,7 @@ class Scheduler {
   void Requeue(Request* req, const std::vector<int64_t>& keep, int64_t keep_outputs);
   // Queues a finished request again at the head of the queue, truncated to its first
   // `keep_outputs` output tokens (a quarantined request whose KV the cache already took).
+  // Both keep at most the outputs it has, and leave at least one output to produce.
   void Resubmit(std::unique_ptr<Request> req, int64_t keep_outputs);
 
   // Rows of finished, aborted and requeued requests stay allocated, their entries intact, for

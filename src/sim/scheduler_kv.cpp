@@ -169,7 +169,14 @@ void Scheduler::Resubmit(std::unique_ptr<Request> req, int64_t keep_outputs) {
 }
 
 void Scheduler::RequeueReleased(std::unique_ptr<Request> req, int64_t keep_outputs) {
-  const auto kept = std::clamp<int64_t>(keep_outputs, 0, static_cast<int64_t>(req->output.size()));
+  // At least one output is left to produce: a request queued again with every output it may have
+  // would prefill past max_new_tokens (or the context, or a prefill-only request's prompt).
+  const auto prompt = static_cast<int64_t>(req->spec.prompt.size());
+  const int64_t most = options_.prefill_only
+                           ? 0
+                           : std::min(req->spec.max_new_tokens, options_.max_context_len - prompt) - 1;
+  const auto kept = std::clamp<int64_t>(
+      keep_outputs, 0, std::min(static_cast<int64_t>(req->output.size()), most));
   req->output.resize(static_cast<size_t>(kept));
   req->tokens = req->spec.prompt;
   req->tokens.insert(req->tokens.end(), req->output.begin(), req->output.end());

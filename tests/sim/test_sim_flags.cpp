@@ -74,6 +74,20 @@ TEST(SimFlags, FaultRateAndBytesPerTokenHaveUpperBounds) {
   EXPECT_EQ(o.fault_rate, SimOptions().fault_rate);
 }
 
+TEST(SimFlags, HoldBackIsAnIntegerFrom0To64) {
+  SimOptions o;
+  EXPECT_EQ(SetError("hold-back", "0", o), "");
+  EXPECT_EQ(o.hold_back, 0);
+  EXPECT_EQ(SetError("hold-back", "64", o), "");
+  EXPECT_EQ(o.hold_back, 64);
+  for (const char* bad : {"-1", "65", "x", "", "1.5"}) {
+    EXPECT_EQ(SetError("hold-back", bad, o),
+              std::string("--hold-back must be an integer in [0, 64], got '") + bad + "'");
+  }
+  EXPECT_EQ(o.hold_back, 64) << "a rejected value changes nothing";
+  EXPECT_EQ(FlagRange(Flag("hold-back")), "[0, 64]");
+}
+
 TEST(SimFlags, SeedTakesAnyUint64AndNothingElse) {
   SimOptions o;
   EXPECT_EQ(SetError("seed", "18446744073709551615", o), "");

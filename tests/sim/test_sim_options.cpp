@@ -374,6 +374,13 @@ TEST(SimOptions, RejectsNegativeCountsAndAnEmptyHostTier) {
   o.verify_sample = 65537;
   ExpectRejected(o, "--verify-sample must be at most 65536, got 65537");
   o = SimOptions();
+  o.hold_back = -1;
+  ExpectRejected(o, "--hold-back must be at least 0, got -1");
+  o.hold_back = 65;
+  ExpectRejected(o, "--hold-back must be at most 64, got 65");
+  o.hold_back = 0;
+  EXPECT_EQ(ValidationError(o), "");
+  o = SimOptions();
   o.num_layers = 0;
   ExpectRejected(o, "--layers must be at least 1, got 0");
   o = SimOptions();
