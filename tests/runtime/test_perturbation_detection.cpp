@@ -124,27 +124,6 @@ TEST(Perturbation, RealKvPostForwardIsCaughtByTheNextStepsTail) {
                          6, /*report_delay=*/3);
 }
 
-// A radix view of one unlocked node holding the given slots.
-class OneNodeRadix final : public RadixView {
- public:
-  explicit OneNodeRadix(std::vector<int64_t> slots) : slots_(std::move(slots)) {}
-  NodeId Root() const override { return 0; }
-  std::vector<NodeId> Children(NodeId node) const override {
-    return node == 0 ? std::vector<NodeId>{1} : std::vector<NodeId>{};
-  }
-  int64_t KeyLength(NodeId node) const override {
-    return node == 0 ? 0 : static_cast<int64_t>(slots_.size());
-  }
-  std::vector<int64_t> DeviceSlots(NodeId node) const override {
-    return node == 0 ? std::vector<int64_t>{} : slots_;
-  }
-  bool IsLocked(NodeId, bool) const override { return false; }
-  bool IsSwaResident(NodeId) const override { return true; }
-
- private:
-  std::vector<int64_t> slots_;
-};
-
 TEST(Perturbation, RealKvUnusedCacheRunsOnSweepStepsAndIsCaughtBySweep) {
   FakeEngineOptions options = PerturbOptions(Fire(&PerturbConfig::real_kv_unused_cache_prob));
   options.config.sweep_interval = 3;
@@ -154,8 +133,7 @@ TEST(Perturbation, RealKvUnusedCacheRunsOnSweepStepsAndIsCaughtBySweep) {
   const int64_t row = engine.AddRequest(4);
   engine.Step();
   // The cached prefix is request 1's prompt (slots written by the first step).
-  OneNodeRadix radix(
-      {engine.SlotOf(row, 0), engine.SlotOf(row, 1), engine.SlotOf(row, 2), engine.SlotOf(row, 3)});
+  FlatRadix radix({{SlotsOf(engine, row, 4)}});
   engine.canary->AttachRadixCache(&radix);
   for (int i = 1; i < 6; ++i) engine.Step();  // outer steps 1..5: only step 3 is a sweep step
   ASSERT_EQ(recorder.events.size(), 1u);
