@@ -271,22 +271,17 @@ TEST(PerturbConfig, RealPerturbBytesVariablesAreParsedAndValidated) {
   EXPECT_FALSE(
       PerturbConfig::FromEnv(MapEnv({{"KVCANARY_REAL_PERTURB_BYTES_REQUIRE_ORPHAN", "1"}}))
           .AnyEnabled());
-  EXPECT_EQ(ErrorMessage([] {
-              PerturbConfig::FromEnv(MapEnv({{"KVCANARY_REAL_PERTURB_BYTES_PROB", "1.5"}}));
-            }),
-            "kv-canary: KVCANARY_REAL_PERTURB_BYTES_PROB must be in [0, 1], got 1.5");
-  EXPECT_EQ(ErrorMessage([] {
-              PerturbConfig::FromEnv(
-                  MapEnv({{"KVCANARY_REAL_PERTURB_BYTES_REQUIRE_ORPHAN", "sometimes"}}));
-            }),
-            "kv-canary: KVCANARY_REAL_PERTURB_BYTES_REQUIRE_ORPHAN must be a boolean, got "
-            "'sometimes'");
-  PerturbConfig refused;
-  refused.real_perturb_bytes_prob = -0.1;
-  EXPECT_EQ(ErrorMessage([&] { refused.Validate(); }),
-            "kv-canary: KVCANARY_REAL_PERTURB_BYTES_PROB must be in [0, 1], got -0.1");
-  refused.real_perturb_bytes_prob = 0.0;
-  EXPECT_NO_THROW(refused.Validate());
+  // {variable, value, the refusal}.
+  const char* const refused[][3] = {
+      {"KVCANARY_REAL_PERTURB_BYTES_PROB", "1.5", "must be in [0, 1], got 1.5"},
+      {"KVCANARY_REAL_PERTURB_BYTES_PROB", "-0.1", "must be in [0, 1], got -0.1"},
+      {"KVCANARY_REAL_PERTURB_BYTES_REQUIRE_ORPHAN", "sometimes",
+       "must be a boolean, got 'sometimes'"},
+  };
+  for (const auto& [var, value, refusal] : refused) {
+    EXPECT_EQ(ErrorMessage([&] { PerturbConfig::FromEnv(MapEnv({{var, value}})); }),
+              "kv-canary: " + std::string(var) + " " + refusal);
+  }
 }
 
 TEST(PerturbConfig, TargetGroupRejectsOtherValuesQuotingTheRawText) {

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "kvcanary/error.h"
@@ -30,14 +31,20 @@ TEST(Perturbation, ProbabilityOutsideTheUnitIntervalIsRefusedAtInstall) {
 }
 
 TEST(Perturbation, UnsetTargetGroupFailsWhenARealKvPerturbationFires) {
-  PerturbConfig perturb = Fire(&PerturbConfig::real_kv_used_prob, /*warmup_steps=*/1);
-  perturb.target_group.reset();
-  FakeEngine engine(PerturbOptions(perturb));
-  engine.AddRequest(4);
-  engine.Step();  // warm-up: nothing fires, nothing is required
-  EXPECT_EQ(ErrorMessage([&] { engine.Step(); }),
-            "kv-canary: KVCANARY_PERTURB_TARGET_GROUP must be explicitly set to 'full' or 'swa' "
-            "when real_kv_used perturbation is enabled");
+  const std::pair<double PerturbConfig::*, std::string> kinds[] = {
+      {&PerturbConfig::real_kv_used_prob, "real_kv_used"},
+      {&PerturbConfig::real_perturb_bytes_prob, "real_perturb_bytes"},
+  };
+  for (const auto& [kind, name] : kinds) {
+    PerturbConfig perturb = Fire(kind, /*warmup_steps=*/1);
+    perturb.target_group.reset();
+    FakeEngine engine(PerturbOptions(perturb));
+    engine.AddRequest(4);
+    engine.Step();  // warm-up: nothing fires, nothing is required
+    EXPECT_EQ(ErrorMessage([&] { engine.Step(); }),
+              "kv-canary: KVCANARY_PERTURB_TARGET_GROUP must be explicitly set to 'full' or "
+              "'swa' when " + name + " perturbation is enabled");
+  }
 }
 
 TEST(Perturbation, ReqToTokenNeedsNoTargetGroup) {
