@@ -183,6 +183,26 @@ TEST(RealPerturbBytes, RealDataAllFlipsAnyFoldedByte) {
   EXPECT_LT(highest, 32);
 }
 
+TEST(RealPerturbBytes, FlipsAnyFingerprintedLayerAndTheSweepCatchesEach) {
+  FakeEngineOptions options = OrphanOptions(1.0, /*require_orphan=*/true);
+  options.layers = 3;
+  options.config.fingerprint_layers = FingerprintLayers::kAll;
+  OrphanScene scene(options);
+  scene.Steps(8);
+  const std::vector<PerturbationEvent> events = scene.Events("real_perturb_bytes");
+  ASSERT_EQ(events.size(), 8u);
+  std::vector<int64_t> layers;
+  for (const PerturbationEvent& event : events) {
+    ASSERT_GE(event.layer, 0);
+    ASSERT_LT(event.layer, 3);
+    layers.push_back(event.layer);
+    EXPECT_FALSE(SweepReports(scene.run.recorder, event.slot).empty()) << event.slot;
+  }
+  std::sort(layers.begin(), layers.end());
+  EXPECT_GT(std::unique(layers.begin(), layers.end()) - layers.begin(), 1)
+      << "every flip hit the same layer";
+}
+
 TEST(RealPerturbBytes, ProbabilityOutsideTheUnitIntervalIsRefusedAtInstall) {
   PerturbConfig perturb;
   perturb.real_perturb_bytes_prob = -0.25;
