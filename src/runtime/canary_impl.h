@@ -203,6 +203,7 @@ class CanaryManager::Impl final : public PerturbationHost {
   const RadixView* Radix() const override { return sweep_.radix; }
   const TokenTable& InstalledTable() const override { return table_; }
   int64_t SweepInterval() const override { return config_.sweep_interval; }
+  RealKvHashMode RealData() const override { return config_.real_data; }
   StreamHandle Stream() const override { return stream_; }
   void Log(LogLevel level, const std::string& message) const override {
     log_->Log(level, message);

@@ -128,10 +128,16 @@ class FakeEngine {
   // Adds a request with `prompt_len` tokens; returns its row.
   int64_t AddRequest(int64_t prompt_len) {
     Request request;
-    request.row = static_cast<int64_t>(requests_.size()) + 1;
+    request.row = ++last_row_;
     for (int64_t i = 0; i < prompt_len; ++i) request.tokens.push_back(Oracle(request.row, i));
     requests_.push_back(request);
     return request.row;
+  }
+
+  // Stops scheduling request `row`. Its slots, KV bytes and table entries stay as they are, as
+  // for a finished request whose prefix the engine keeps cached.
+  void FinishRequest(int64_t row) {
+    std::erase_if(requests_, [row](const Request& request) { return request.row == row; });
   }
 
   // The token every request should hold at `pos` (a token oracle: what the write-input assert
@@ -386,6 +392,7 @@ class FakeEngine {
   }
 
   std::vector<Request> requests_;
+  int64_t last_row_ = 0;
   int64_t next_slot_ = 1;
   int64_t next_block_ = 1;
 };

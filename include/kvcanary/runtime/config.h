@@ -143,6 +143,11 @@ struct PerturbConfig {
   double real_kv_unused_cache_prob = 0;  // KVCANARY_PERTURB_REAL_KV_UNUSED_CACHE_PROB
   double real_kv_post_forward_prob = 0;  // KVCANARY_PERTURB_REAL_KV_POST_FORWARD_PROB
   double next_token_swap_prob = 0;       // KVCANARY_PERTURB_NEXT_TOKEN_SWAP_PROB
+  // SGLang's older real-KV flip: a random folded byte of a random fingerprinted layer at an
+  // orphan slot (cached in the attached radix view, unlocked, outside the step's batch) or, when
+  // there is none and require_orphan is off, at a live slot of the batch.
+  double real_perturb_bytes_prob = 0;    // KVCANARY_REAL_PERTURB_BYTES_PROB
+  bool real_perturb_bytes_require_orphan = false;  // KVCANARY_REAL_PERTURB_BYTES_REQUIRE_ORPHAN
   // KVCANARY_PERTURB_TARGET_GROUP; unset is allowed until a real-KV perturbation fires.
   std::optional<GroupKind> target_group;
   int64_t warmup_steps = 50;             // KVCANARY_PERTURB_WARMUP_STEPS; [0, kMaxStepInterval]
