@@ -111,6 +111,13 @@ class CpuDevice final : public BenchDevice {
     });
   }
 
+  TimingStats TimeGather(int reps, const GatherInputs& in) override {
+    volatile uint64_t sink = 0;
+    return Time(1, reps, [&] { sink = GatherOnHost(in); });
+  }
+
+  TimingStats TimeLaunchFloor(int, int) override { return TimingStats{}; }
+
   Ceiling MeasureCeiling(int reps) override {
     std::shared_ptr<void> src = Allocate(kCeilingBytes);
     std::shared_ptr<void> dst = Allocate(kCeilingBytes);

@@ -4,6 +4,7 @@
 // runs it.
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <sstream>
 #include <stdexcept>
@@ -131,6 +132,31 @@ class CudaDevice final : public BenchDevice {
                 static_cast<const int64_t*>(positions.get()), steps,
                 static_cast<uint64_t*>(out.get()), stream_)),
             "loaded chain");
+    });
+  }
+
+  TimingStats TimeGather(int reps, const GatherInputs& in) override {
+    // The best grid for random reads depends on the GPU: a few multiples of the SM count.
+    int sms = 0;
+    Check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0), "SM count");
+    TimingStats best;
+    for (int per_sm : {1, 2, 4, 8, 16}) {
+      const int64_t needed = (in.entries + kGatherThreads - 1) / kGatherThreads;
+      const int blocks = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(needed, int64_t{per_sm} * sms)));
+      const TimingStats stats = TimeGraphs(1, reps, 1, [&](int) {
+        Check(static_cast<cudaError_t>(LaunchGather(in, blocks, stream_)), "gather");
+      });
+      if (best.reps == 0 || stats.median_us < best.median_us) best = stats;
+      if (blocks == needed) break;  // more blocks than entries need change nothing
+    }
+    return best;
+  }
+
+  TimingStats TimeLaunchFloor(int reps, int launches) override {
+    return TimeGraphs(1, reps, 1, [&](int) {
+      for (int i = 0; i < launches; ++i) {
+        Check(static_cast<cudaError_t>(LaunchEmpty(stream_)), "empty kernel");
+      }
     });
   }
 

@@ -12,6 +12,7 @@
 #include <string_view>
 #include <vector>
 
+#include "bench/gather.h"
 #include "kvcanary/tensor.h"
 
 namespace kvcanary::bench {
@@ -75,6 +76,13 @@ class BenchDevice {
 
   // The same loop over tokens and positions read from memory (token 1000 + i at position i).
   virtual TimingStats TimeLoadedChain(int reps, int64_t steps) = 0;
+
+  // The random-gather ceiling of `in` (gather.h): on CUDA the best median over several grids,
+  // each timed as graph replays; on the CPU one pass over every core.
+  virtual TimingStats TimeGather(int reps, const GatherInputs& in) = 0;
+  // A graph of `launches` empty kernels in sequence, replayed (CUDA): the floor under a step of
+  // that many launches. reps 0 (nothing measured) on the CPU, where a call has no launch.
+  virtual TimingStats TimeLaunchFloor(int reps, int launches) = 0;
 };
 
 // The host: memory from the aligned heap, a steady clock, memcpy split over the cores.

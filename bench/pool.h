@@ -41,6 +41,8 @@ class Pool {
   int64_t block_table_cols() const { return suite_.req_to_token_cols / kPagedBlockSize; }
   // REQUIRES: tag is one of kStepTags.
   const DeviceTensor& canary(CanaryLaunchTag tag) const;
+  // Layer 0 of the K (half 0) or V (half 1) tensor the TAIL launches fingerprint.
+  const DeviceTensor& kv(int half) const { return kv_.at(static_cast<size_t>(half)); }
 
   // The context of one of kStepTags. TAIL launches fingerprint their half's KV tensor in
   // kPartial mode; HEAD launches never do (the forward has not written KV yet,

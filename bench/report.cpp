@@ -58,6 +58,40 @@ void PrintCallCosts(std::ostream& out, const std::vector<CallCost>& costs) {
   out << "\n\n";
 }
 
+// A step's limit: its four verifies' gathers (records only at HEAD, this mode's at TAIL) and the
+// launch floor of its five launches; 0 when nothing was gathered.
+double StepLimitUs(const CaseResult& r, const BenchResults& results) {
+  if (r.gather.reps == 0) return 0;
+  return 2 * r.gather_records.median_us + 2 * r.gather.median_us +
+         results.launch_floor_step.median_us;
+}
+
+// The second table: each verifying case against the random-gather ceiling and the launch floor.
+void PrintLimits(std::ostream& out, const BenchResults& results) {
+  out << "\nlimits: gather = the random-gather ceiling of the case's entries (one random 32-byte "
+         "record each, and one random 16-byte strip in partial, indices read in order; the best "
+         "of several grids); launch floor = a graph of empty kernels";
+  if (results.launch_floor_one.reps > 0) {
+    out << ": one " << Time(results.launch_floor_one) << " µs, five (a step's launches) "
+        << Time(results.launch_floor_step) << " µs";
+  } else {
+    out << " (none on the CPU)";
+  }
+  out << "; step limit = 2 x gather of records (HEAD K, V) + 2 x gather (TAIL K, V) + the "
+         "five-launch floor.\n\n";
+  out << "| case | real KV | gather µs | verify / gather | fused verify / gather | step limit µs | "
+         "step / limit |\n";
+  out << "|---|---|--:|--:|--:|--:|--:|\n";
+  for (const CaseResult& r : results.cases) {
+    if (r.gather.reps == 0) continue;
+    const double limit = StepLimitUs(r, results);
+    out << "| " << r.shape.name << " | " << RealDataName(r.real_data) << " | " << Time(r.gather)
+        << " | " << Ratio(r.verify.time.median_us, r.gather.median_us) << " | "
+        << Ratio(r.fused_verify.time.median_us, r.gather.median_us) << " | " << Us(limit) << " | "
+        << Ratio(r.step.median_us, limit) << " |\n";
+  }
+}
+
 }  // namespace
 
 void PrintTable(std::ostream& out, const BenchResults& results) {
@@ -116,6 +150,7 @@ void PrintTable(std::ostream& out, const BenchResults& results) {
          "as for req_to_token). *-kK: the same shape with sampled verify, verify_sample K at "
          "phase 0 (each request verifies about prefix / K records, in runs of 16, plus its "
          "newest); entries counts them.\n";
+  PrintLimits(out, results);
 }
 
 void WriteJson(std::ostream& out, const BenchResults& results) {
@@ -136,6 +171,8 @@ void WriteJson(std::ostream& out, const BenchResults& results) {
   json["ceiling"]["method"] = results.ceiling.method;
   json["ceiling"]["bytes_copied"] = results.ceiling.bytes_copied;
   json["ceiling"]["gbps"] = results.ceiling.gbps;
+  json["launch_floor"] = {{"one", TimeJson(results.launch_floor_one)},
+                          {"step", TimeJson(results.launch_floor_step)}};
   json["call_costs"] = nlohmann::ordered_json::object();
   for (const CallCost& cost : results.call_costs) {
     json["call_costs"][cost.op] = TimeJson(cost.per_call);
@@ -159,6 +196,9 @@ void WriteJson(std::ostream& out, const BenchResults& results) {
                              {"planned_step", TimeJson(r.planned_step)},
                              {"step_bytes", r.step_bytes},
                              {"step_floor_us", r.step_floor_us},
+                             {"gather_records", TimeJson(r.gather_records)},
+                             {"gather", TimeJson(r.gather)},
+                             {"step_limit_us", StepLimitUs(r, results)},
                              {"chain_floor", TimeJson(r.chain_floor)},
                              {"loaded_chain", TimeJson(r.loaded_chain)}});
   }

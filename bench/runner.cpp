@@ -6,6 +6,7 @@
 
 #include "bench/byte_counts.h"
 #include "bench/checks.h"
+#include "bench/device_tensor.h"
 #include "bench/input_sets.h"
 #include "bench/layout.h"
 #include "bench/parallel.h"
@@ -29,10 +30,37 @@ OpResult WithBytes(const TimingStats& time, int64_t bytes, const Ceiling& ceilin
   return result;
 }
 
+// Random slots for the gather ceiling, as many as the largest case verifies, and the pool's
+// buffers a verify reads: the TAIL K canary records and the K tensor's strips.
+class GatherSlots {
+ public:
+  GatherSlots(const Pool& pool, const Suite& suite, Rng& rng) {
+    int64_t most = 1;
+    for (const BenchCase& c : suite.cases) most = std::max(most, c.batch * c.prefix);
+    std::vector<int64_t> host(static_cast<size_t>(most));
+    for (int64_t& slot : host) slot = 1 + static_cast<int64_t>(rng.Below(suite.num_slots - 1));
+    slots_ = DeviceTensor(pool.device(), DType::kInt64, {most});
+    slots_.Upload(host.data(), most);
+    sink_ = DeviceTensor(pool.device(), DType::kInt64, {1});
+    inputs_.slots = static_cast<const int64_t*>(slots_.data());
+    inputs_.entries = most;
+    inputs_.records = static_cast<const uint8_t*>(pool.canary(CanaryLaunchTag::kTailKFull).data());
+    inputs_.strips = static_cast<const uint8_t*>(pool.kv(0).data());
+    inputs_.strip_stride = suite.real_kv_bytes_per_token;
+    inputs_.out = static_cast<uint64_t*>(sink_.data());
+  }
+  const GatherInputs& inputs() const { return inputs_; }
+
+ private:
+  DeviceTensor slots_;
+  DeviceTensor sink_;
+  GatherInputs inputs_;
+};
+
 // Times one case in one mode. Every repetition takes the next set of the rotation, so the data
 // it touches was last touched a whole cycle (>= kRotationBytes) ago, if ever since the check.
 CaseResult TimeCase(BenchDevice& device, const BenchResults& results, const BenchCase& shape,
-                    const std::vector<InputSet>& sets, RealData mode,
+                    const std::vector<InputSet>& sets, RealData mode, const GatherInputs& gather,
                     const std::function<void(const std::string&)>& progress) {
   const StreamHandle stream = device.stream();
   const int tail_k = StepTagIndex(CanaryLaunchTag::kTailKFull);
@@ -65,6 +93,18 @@ CaseResult TimeCase(BenchDevice& device, const BenchResults& results, const Benc
   result.step = time("step", [&](const InputSet& set) { RunStep(set, stream); });
   result.planned_step =
       time("planned step", [&](const InputSet& set) { RunPlannedStep(set, stream); });
+  if (result.verify_entries > 0) {
+    progress("gather ceiling");
+    GatherInputs records = gather;
+    records.entries = result.verify_entries;
+    records.strips = nullptr;
+    result.gather_records = device.TimeGather(results.reps, records);
+    result.gather = result.gather_records;
+    if (mode == RealData::kPartial) {
+      records.strips = gather.strips;
+      result.gather = device.TimeGather(results.reps, records);
+    }
+  }
   if (sets[0].write_tokens > 0 && result.verify_entries == 0) {
     progress("chain floor");
     result.chain_floor = device.TimeChainFloor(results.reps, result.write_tokens);
@@ -112,6 +152,11 @@ BenchResults RunSuite(BenchDevice& device, const Suite& suite, const RunOptions&
   Rng rng(kSeed);
   progress("host cost per op call");
   results.call_costs = MeasureCallCosts(device, pool, suite, rng, results.reps);
+  progress("launch floor");
+  results.launch_floor_one = device.TimeLaunchFloor(results.reps, 1);
+  results.launch_floor_step = device.TimeLaunchFloor(results.reps, 5);
+  progress("random slots for the gather ceiling");
+  const GatherSlots gather_slots(pool, suite, rng);
 
   const size_t total = suite.cases.size() * std::size(kRealDataModes);
   size_t done = 0;
@@ -138,9 +183,10 @@ BenchResults RunSuite(BenchDevice& device, const Suite& suite, const RunOptions&
       writer.Run(CanaryLaunchTag::kTailVFull, mode);
       BindMode(sets, pool, mode);
       CheckCase(pool, layout, sets, mode);
-      CaseResult result = TimeCase(device, results, shape, sets, mode, [&](const std::string& what) {
-        progress(label + ": timing " + what);
-      });
+      CaseResult result = TimeCase(device, results, shape, sets, mode, gather_slots.inputs(),
+                                   [&](const std::string& what) {
+                                     progress(label + ": timing " + what);
+                                   });
       CheckNoViolations(pool, "after timing " + label);
       results.cases.push_back(result);
     }

@@ -104,6 +104,9 @@ const FieldTable<PerturbConfig>& PerturbConfigFields() {
       ProbabilityField("real_kv_unused_cache_prob", &PerturbConfig::real_kv_unused_cache_prob),
       ProbabilityField("real_kv_post_forward_prob", &PerturbConfig::real_kv_post_forward_prob),
       ProbabilityField("next_token_swap_prob", &PerturbConfig::next_token_swap_prob),
+      ProbabilityField("real_perturb_bytes_prob", &PerturbConfig::real_perturb_bytes_prob),
+      BoolField("real_perturb_bytes_require_orphan",
+                &PerturbConfig::real_perturb_bytes_require_orphan),
       {"target_group",
        [](const PerturbConfig& p) -> py::object {
          if (!p.target_group) return py::none();

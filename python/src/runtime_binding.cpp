@@ -82,6 +82,8 @@ void RegisterPerturbationEvent(py::module_& m) {
       .def_readonly("position", &E::position)
       .def_readonly("original", &E::original)
       .def_readonly("replacement", &E::replacement)
+      .def_readonly("layer", &E::layer)
+      .def_readonly("byte", &E::byte)
       .def("__repr__", [](const E& e) {
         return "PerturbationEvent(kind=" + e.kind + ", step=" + std::to_string(e.step) +
                ", slot=" + std::to_string(e.slot) + ", row=" + std::to_string(e.row) +

@@ -280,6 +280,11 @@ py::dict PyCanaryManager::Stats() {
   out["health_checks"] = s.health_checks;
   out["last_violation_step"] = s.last_violation_step;
   out["ring_overflow"] = s.ring_overflow;
+  out["swa_divergence_reports"] = s.swa_divergence_reports;
+  out["swa_record_mismatches"] = s.swa_record_mismatches;
+  out["swa_unmapped_in_window"] = s.swa_unmapped_in_window;
+  out["swa_remapped"] = s.swa_remapped;
+  out["swa_out_of_window"] = s.swa_out_of_window;
   return out;
 }
 

@@ -41,6 +41,8 @@ def test_clean_steps_report_nothing(mode, real_data, fused_verify):
     assert stats["violations_total"] == 0 and stats["rows_reported"] == 0
     assert canary.outer_step == 5
     assert stats["protected_tokens"]["TAIL_K_FULL"] > 0
+    # No SWA group: the SWA divergence report never runs (its fields are there, at 0).
+    assert stats["swa_divergence_reports"] == 0 and stats["swa_record_mismatches"] == 0
 
 
 def test_config_from_env(monkeypatch):

@@ -134,5 +134,6 @@ def test_perturbations_fire_and_are_caught():
     canary.on_perturbation(events.append)
     rows = steps(engine, canary, 6)
     assert events and events[0].kind == "real_kv_used" and events[0].step >= 2
+    assert events[0].layer == 0 and events[0].byte == 0  # real_kv_used flips a strip's first byte
     assert rows and {row.slot_idx for row in rows} <= {event.slot for event in events}
     assert canary.perturb_next_tokens([5, 6]) == [5, 6]  # next_token_swap is off

@@ -7,6 +7,7 @@
 //   canary_quarantine.cpp  quarantine: the requests a reported violation touched
 //   canary_sweep.cpp     periodic sweep of the radix cache
 //   canary_offload.cpp   host-offload sidecar, verify_backup and PD splice
+//   swa_divergence.cpp   the SWA divergence report every swa_divergence_stats_interval steps
 //   verify_path_*.cpp    how HEAD/TAIL verification runs (planned or fused)
 //   perturbation.cpp     fault injection: the Perturber, which sees the runtime only
 //                        through PerturbationHost
@@ -28,6 +29,7 @@
 #include "runtime/incident_file.h"
 #include "runtime/perturbation.h"
 #include "runtime/runtime_state.h"
+#include "runtime/swa_divergence.h"
 #include "runtime/verify_path.h"
 
 namespace kvcanary::runtime {
@@ -101,6 +103,12 @@ struct StatsState {
   int64_t split_steps = 0;
 };
 
+// The SWA divergence diagnostic: how many reports ran and what the last one counted.
+struct SwaDivergenceState {
+  int64_t reports = 0;
+  SwaDivergenceCounts last;
+};
+
 // The periodic sweep of the engine's radix cache.
 struct SweepState {
   const RadixView* radix = nullptr;
@@ -170,6 +178,10 @@ class CanaryManager::Impl final : public PerturbationHost {
   // canary_sweep.cpp
   void MaybeSweep();
 
+  // swa_divergence.cpp: every swa_divergence_stats_interval outer steps (EndStep), compares the
+  // SWA group's table and records with the FULL group's over the step's live rows and logs them.
+  void ReportSwaDivergence();
+
   // canary_offload.cpp
   // verify_backup: per half, the group's real-KV source rebuilt over the host copy of
   // layer 0 (absent when the half has no source). Validates the host views; throws Error.
@@ -191,6 +203,7 @@ class CanaryManager::Impl final : public PerturbationHost {
   const RadixView* Radix() const override { return sweep_.radix; }
   const TokenTable& InstalledTable() const override { return table_; }
   int64_t SweepInterval() const override { return config_.sweep_interval; }
+  RealKvHashMode RealData() const override { return config_.real_data; }
   StreamHandle Stream() const override { return stream_; }
   void Log(LogLevel level, const std::string& message) const override {
     log_->Log(level, message);
@@ -228,6 +241,7 @@ class CanaryManager::Impl final : public PerturbationHost {
   HealthState health_;
   StatsState stats_;
   SweepState sweep_;
+  SwaDivergenceState swa_divergence_;
   AffectedRequestTracker affected_;  // Config::on_violation quarantine only
 
   // Fault injection: present when the install's PerturbConfig enables any kind.

@@ -192,6 +192,11 @@ MetricsSnapshot CanaryManager::Impl::Snapshot() const {
   metrics.health_checks = health_.checks;
   metrics.last_violation_step = reporter_.last_violation_step;
   metrics.ring_overflow = reporter_.last_write_index > config_.ring_capacity;
+  metrics.swa_divergence_reports = swa_divergence_.reports;
+  metrics.swa_record_mismatches = swa_divergence_.last.record_mismatches;
+  metrics.swa_unmapped_in_window = swa_divergence_.last.unmapped_in_window;
+  metrics.swa_remapped = swa_divergence_.last.remapped;
+  metrics.swa_out_of_window = swa_divergence_.last.out_of_window;
   return metrics;
 }
 

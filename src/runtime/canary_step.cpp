@@ -287,6 +287,7 @@ void CanaryManager::Impl::EndStep() {
   PumpRankSignal();
   CheckHealth();
   LogStats();
+  ReportSwaDivergence();
 }
 
 ForwardState& CanaryManager::Impl::ForwardAt(int inner) {

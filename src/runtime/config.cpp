@@ -265,7 +265,7 @@ Config Config::FromEnv(const EnvLookup& env) {
 
 bool PerturbConfig::AnyEnabled() const {
   return req_to_token_prob > 0 || real_kv_used_prob > 0 || real_kv_unused_cache_prob > 0 ||
-         real_kv_post_forward_prob > 0 || next_token_swap_prob > 0;
+         real_kv_post_forward_prob > 0 || next_token_swap_prob > 0 || real_perturb_bytes_prob > 0;
 }
 
 void PerturbConfig::Validate() const {
@@ -275,6 +275,7 @@ void PerturbConfig::Validate() const {
       {"KVCANARY_PERTURB_REAL_KV_UNUSED_CACHE_PROB", real_kv_unused_cache_prob},
       {"KVCANARY_PERTURB_REAL_KV_POST_FORWARD_PROB", real_kv_post_forward_prob},
       {"KVCANARY_PERTURB_NEXT_TOKEN_SWAP_PROB", next_token_swap_prob},
+      {"KVCANARY_REAL_PERTURB_BYTES_PROB", real_perturb_bytes_prob},
   };
   for (const auto& [var, probability] : probabilities) CheckInRange(var, probability, 0.0, 1.0);
   CheckInRange("KVCANARY_PERTURB_WARMUP_STEPS", warmup_steps, int64_t{0}, kMaxStepInterval);
@@ -297,6 +298,8 @@ std::string PerturbConfig::ToString() const {
       << ", real_kv_unused_cache_prob=" << real_kv_unused_cache_prob
       << ", real_kv_post_forward_prob=" << real_kv_post_forward_prob
       << ", next_token_swap_prob=" << next_token_swap_prob
+      << ", real_perturb_bytes_prob=" << real_perturb_bytes_prob
+      << ", real_perturb_bytes_require_orphan=" << BoolName(real_perturb_bytes_require_orphan)
       << ", target_group=" << (target_group.has_value() ? GroupKindName(*target_group) : "unset")
       << ", warmup_steps=" << warmup_steps << ", seed=" << seed << ")";
   return out.str();
@@ -312,6 +315,9 @@ PerturbConfig PerturbConfig::FromEnv(const EnvLookup& env) {
   read_prob("KVCANARY_PERTURB_REAL_KV_UNUSED_CACHE_PROB", config.real_kv_unused_cache_prob);
   read_prob("KVCANARY_PERTURB_REAL_KV_POST_FORWARD_PROB", config.real_kv_post_forward_prob);
   read_prob("KVCANARY_PERTURB_NEXT_TOKEN_SWAP_PROB", config.next_token_swap_prob);
+  read_prob("KVCANARY_REAL_PERTURB_BYTES_PROB", config.real_perturb_bytes_prob);
+  ReadVar(env, "KVCANARY_REAL_PERTURB_BYTES_REQUIRE_ORPHAN", ParseBool,
+          [&](bool v) { config.real_perturb_bytes_require_orphan = v; });
   ReadVar(env, "KVCANARY_PERTURB_TARGET_GROUP", EnumParser(ParseGroupKind),
           [&](GroupKind v) { config.target_group = v; });
   ReadVar(env, "KVCANARY_PERTURB_WARMUP_STEPS", ParseInt,

@@ -61,6 +61,21 @@ constexpr ScalarMetric kScalarMetrics[] = {
     {"kvcanary_last_violation_step", "gauge",
      "Outer step at which the last violation was reported, -1 if none.",
      &MetricsSnapshot::last_violation_step},
+    {"kvcanary_swa_divergence_reports_total", "counter", "SWA divergence reports run.",
+     &MetricsSnapshot::swa_divergence_reports},
+    {"kvcanary_swa_record_mismatches", "gauge",
+     "Last SWA divergence report: in-window positions whose SWA record disagrees with the FULL "
+     "record.",
+     &MetricsSnapshot::swa_record_mismatches},
+    {"kvcanary_swa_unmapped_in_window", "gauge",
+     "Last SWA divergence report: in-window positions the full->SWA table maps to 0.",
+     &MetricsSnapshot::swa_unmapped_in_window},
+    {"kvcanary_swa_remapped", "gauge",
+     "Last SWA divergence report: live positions whose SWA slot differs from the full slot.",
+     &MetricsSnapshot::swa_remapped},
+    {"kvcanary_swa_out_of_window", "gauge",
+     "Last SWA divergence report: positions before the window mapped to 0.",
+     &MetricsSnapshot::swa_out_of_window},
 };
 
 }  // namespace

@@ -151,8 +151,14 @@ int Perturber::PickGroup(const char* name) {
   return candidates[rng_.Below(static_cast<int64_t>(candidates.size()))];
 }
 
+int64_t Perturber::FoldedBytes(const RealKvSource& source) const {
+  const int64_t folded =
+      host_.RealData() == RealKvHashMode::kAll ? source.read_bytes : kRealKvBlockBytes;
+  return std::max<int64_t>(1, std::min(folded, source.num_bytes_per_token));
+}
+
 void Perturber::Flip(const char* name, int group_index, int64_t logical_slot, int64_t req_pool_idx,
-                     int64_t position, int64_t step) {
+                     int64_t position, int64_t step, bool random_byte) {
   const GroupState& group = host_.Groups()[group_index];
   // A random fingerprinted layer (source_idx counts layers: one source may span several).
   const std::vector<TensorView>& layers = group.fingerprinted_layers[0];
@@ -167,7 +173,10 @@ void Perturber::Flip(const char* name, int group_index, int64_t logical_slot, in
                       GroupKindName(group.spec.kind)));
     return;
   }
-  char* byte = ElementAddress(source.tensor, at->row, 0) + at->col;
+  // Drawn only for real_perturb_bytes, so the other kinds' seeded sequences stay as they were.
+  const int64_t offset = random_byte ? rng_.Below(FoldedBytes(source)) : 0;
+  const int64_t col = at->col + offset;
+  char* byte = ElementAddress(source.tensor, at->row, 0) + col;
   const Device device = source.tensor.device();
   uint8_t original = 0;
   CopyBytesAsync(&original, byte, 1, device, host_.Stream());
@@ -180,8 +189,9 @@ void Perturber::Flip(const char* name, int group_index, int64_t logical_slot, in
                    "original_byte=0x%02X new_byte=0x%02X",
                    name, GroupKindName(group.spec.kind), static_cast<long long>(source_idx),
                    static_cast<long long>(at->slot), static_cast<long long>(at->row),
-                   static_cast<long long>(at->col), original, flipped));
-  Emit(PerturbationEvent{name, step, at->slot, req_pool_idx, position, original, flipped});
+                   static_cast<long long>(col), original, flipped));
+  Emit(PerturbationEvent{name, step, at->slot, req_pool_idx, position, original, flipped,
+                         source_idx, offset});
 }
 
 TokenTable Perturber::TableOf(const ForwardState& forward) const {
@@ -230,6 +240,18 @@ std::vector<Perturber::ActiveEntry> Perturber::CollectActive(const ForwardState&
   return active;
 }
 
+std::vector<Perturber::ActiveEntry> Perturber::LiveEntries(const ForwardState& forward,
+                                                           int group) const {
+  const int64_t window = host_.Groups()[group].window;
+  std::vector<ActiveEntry> active = CollectActive(forward);
+  if (window > 0) {
+    // An SWA group holds only the last W positions of each request.
+    std::erase_if(active,
+                  [window](const ActiveEntry& e) { return e.position < e.seq_len - window; });
+  }
+  return active;
+}
+
 void Perturber::PerturbReqToToken(const ForwardState& forward, int64_t step) {
   const char* name = "req_to_token";
   const std::vector<ActiveEntry> active = CollectActive(forward);
@@ -270,13 +292,7 @@ void Perturber::PerturbRealKvUsed(const ForwardState& forward, int64_t step) {
   const char* name = "real_kv_used";
   const int group = PickGroup(name);
   if (group < 0) return;
-  const int64_t window = host_.Groups()[group].window;
-  std::vector<ActiveEntry> active = CollectActive(forward);
-  if (window > 0) {
-    // An SWA group holds only the last W positions of each request.
-    std::erase_if(active,
-                  [window](const ActiveEntry& e) { return e.position < e.seq_len - window; });
-  }
+  const std::vector<ActiveEntry> active = LiveEntries(forward, group);
   if (active.empty()) return Skip(name, "the batch has no live slot");
   const ActiveEntry& entry = active[rng_.Below(static_cast<int64_t>(active.size()))];
   Flip(name, group, entry.slot, entry.req_pool_idx, entry.position, step);
@@ -322,6 +338,9 @@ void Perturber::BeforeForward() {
       ShouldRun("real_kv_unused_cache", config_.real_kv_unused_cache_prob, step,
                 /*has_batch=*/true)) {
     PerturbRealKvUnusedCache(step);
+  }
+  if (ShouldRun("real_perturb_bytes", config_.real_perturb_bytes_prob, step, forward.has_batch)) {
+    PerturbRealBytes(forward, step);
   }
 }
 

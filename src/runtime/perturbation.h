@@ -7,6 +7,9 @@
 //   real_kv_used          phase 1                       first layer-0 K byte of a live slot
 //   real_kv_unused_cache  phase 1, on sweep steps       first layer-0 K byte of an orphan slot
 //   real_kv_post_forward  phase 4, after TAIL           first layer-0 K byte of a just-written slot
+//   real_perturb_bytes    phase 1                       a random folded K byte of a random
+//                                                       fingerprinted layer at an orphan slot
+//                                                       (else, unless require_orphan, a live one)
 //   next_token_swap       sampler exit                  two sampled tokens
 //
 // Phase 1 and 4 kinds read the batch of inner forward 0 (tables and slots through synchronous
@@ -44,6 +47,7 @@ class PerturbationHost {
   virtual const RadixView* Radix() const = 0;
   virtual const TokenTable& InstalledTable() const = 0;
   virtual int64_t SweepInterval() const = 0;
+  virtual RealKvHashMode RealData() const = 0;
   virtual StreamHandle Stream() const = 0;
   virtual void Log(LogLevel level, const std::string& message) const = 0;
   virtual void Emit(const PerturbationEvent& event) const = 0;
@@ -88,7 +92,7 @@ class Perturber {
   Perturber(const PerturbationHost& host, const PerturbConfig& config);
 
   // Phase 1, after the capacity checks and before the HEAD split verification:
-  // req_to_token, real_kv_used, then real_kv_unused_cache.
+  // req_to_token, real_kv_used, real_kv_unused_cache, then real_perturb_bytes.
   void BeforeForward();
   // Phase 4 step 2, after the TAIL split verification and before the sweep.
   void AfterForward();
@@ -110,12 +114,17 @@ class Perturber {
   // Throws the config's target-group error when the target group is unset.
   int PickGroup(const char* name);
   void Skip(const char* name, const std::string& reason) const;
-  // XORs 0xFF into the first byte of `logical_slot`'s strip in a random K source of the group.
+  // XORs 0xFF into a byte of `logical_slot`'s strip in a random fingerprinted K layer of the
+  // group: the first byte, or with `random_byte` one of the bytes the real-KV hash folds.
   void Flip(const char* name, int group, int64_t logical_slot, int64_t req_pool_idx,
-            int64_t position, int64_t step);
+            int64_t position, int64_t step, bool random_byte = false);
+  // How many leading bytes of a strip of `source` the configured real-KV hash folds (>= 1).
+  int64_t FoldedBytes(const RealKvSource& source) const;
   void Emit(const PerturbationEvent& event) const;
 
   std::vector<ActiveEntry> CollectActive(const ForwardState& forward) const;
+  // CollectActive's entries whose slot the group holds (an SWA group: the last W positions).
+  std::vector<ActiveEntry> LiveEntries(const ForwardState& forward, int group) const;
   // The non-padded part of the forward's out_cache_loc (slot 0 is padding).
   std::vector<int64_t> WrittenSlots(const ForwardState& forward) const;
   TokenTable TableOf(const ForwardState& forward) const;
@@ -124,6 +133,16 @@ class Perturber {
   void PerturbRealKvUsed(const ForwardState& forward, int64_t step);
   void PerturbRealKvUnusedCache(int64_t step);
   void PerturbRealKvPostForward(const ForwardState& forward, int64_t step);
+  // perturbation_orphan.cpp: real_perturb_bytes and the orphan slots it prefers.
+  void PerturbRealBytes(const ForwardState& forward, int64_t step);
+  // A cached slot and its position (depth) in the radix view.
+  struct CachedSlot {
+    int64_t slot = 0;
+    int64_t position = 0;
+  };
+  // The orphan slots: slots >= 1 of unlocked radix nodes (SWA-resident ones for an SWA group)
+  // that no batch entry of `forward` reads or writes, in walk order; none without a radix view.
+  std::vector<CachedSlot> OrphanSlots(const ForwardState& forward, bool swa) const;
 
   const PerturbationHost& host_;
   PerturbConfig config_;

@@ -159,19 +159,6 @@ runtime::InstallArgs Engine::InstallArgsFor(runtime::LogSink* log) {
 }
 
 
-int64_t Engine::OracleToken(const Request& req, ExpectedState& state, int64_t seq_len) const {
-  while (state.length() < seq_len) state.Append(req.tokens[state.length()]);
-  const int64_t query = req.tokens[seq_len - 1];
-  if (!swa_) return state.NextToken(query);
-  return oracle_.TokenOf(state.Hash(query) ^ Splitmix64(ExpectedSwaHash(req, seq_len, query)));
-}
-
-ExpectedState& Engine::ExpectedFor(const Request& req) {
-  auto it = expected_.find(req.spec.id);
-  if (it == expected_.end()) it = expected_.emplace(req.spec.id, oracle_.NewExpectedState()).first;
-  return it->second;
-}
-
 void Engine::DescribeForward(const Batch& batch, const ForwardView& view,
                              runtime::StepInput& input) {
   runtime::ForwardHostInput host;
@@ -393,19 +380,6 @@ void Engine::Drain(int steps) {
     canary_->EndStep();
     if (held_) AfterVerdict(outer);
   }
-}
-
-std::vector<std::unique_ptr<Request>> Engine::TakeFinished() {
-  std::vector<std::unique_ptr<Request>> taken;
-  taken.swap(finished_);
-  return taken;
-}
-
-std::vector<ReportedViolation> Engine::TakeViolations() {
-  std::vector<ReportedViolation> taken;
-  taken.swap(violations_);
-  violations_seen_ = 0;
-  return taken;
 }
 
 Request* Engine::FindRunning(int64_t id) const {

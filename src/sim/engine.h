@@ -245,6 +245,8 @@ class Engine {
   void Recompute(int64_t id, const std::set<int64_t>& failing_units);
   // Whether a running request other than `except` owns allocation unit `unit`, or the cache does.
   bool OwnedElsewhere(int64_t unit, const Request& except) const;
+  // Whether a running request other than `except` (may be null) owns `unit` (not via the cache).
+  bool OwnedByRunning(int64_t unit, const Request* except) const;
   // Slots per allocation unit: 1, or the block size when paged.
   int64_t Unit() const { return std::max<int64_t>(options_.block_size, 1); }
   void RemoveCachedBadSlots();

@@ -21,24 +21,6 @@ constexpr int64_t kOwnerHistorySteps = 3;
 
 }  // namespace
 
-void Engine::Finish(std::unique_ptr<Request> done) {
-  if (held_ && held_->Holds(done->spec.id)) {
-    finishing_.push_back(std::move(done));
-    return;
-  }
-  // The whole output against an oracle run from the prompt: with quarantine, every token a user
-  // received must be the model's.
-  ExpectedState state = oracle_.NewExpectedState();
-  const auto prompt = static_cast<int64_t>(done->spec.prompt.size());
-  bool wrong = false;
-  for (size_t k = 0; k < done->output.size() && !wrong; ++k) {
-    wrong = done->output[k] != OracleToken(*done, state, prompt + static_cast<int64_t>(k));
-  }
-  stats_.outputs_checked += 1;
-  stats_.outputs_wrong += wrong ? 1 : 0;
-  finished_.push_back(std::move(done));
-}
-
 void Engine::RecordRowOwners(const Batch& batch, int64_t outer) {
   std::map<int64_t, int64_t>& owners = row_owners_[outer];
   for (const BatchRow& row : batch.rows) owners[row.row] = row.req->spec.id;
@@ -91,13 +73,18 @@ void Engine::AfterVerdict(int64_t outer) {
   Deliver(held_->Release(outer - 1));
 }
 
-bool Engine::OwnedElsewhere(int64_t unit, const Request& except) const {
+bool Engine::OwnedByRunning(int64_t unit, const Request* except) const {
   for (const std::unique_ptr<Request>& req : scheduler_->running()) {
-    if (req.get() == &except) continue;
+    if (req.get() == except) continue;
     for (size_t pos = static_cast<size_t>(req->cached_len); pos < req->slots.size(); ++pos) {
       if (req->slots[pos] / Unit() == unit) return true;
     }
   }
+  return false;
+}
+
+bool Engine::OwnedElsewhere(int64_t unit, const Request& except) const {
+  if (OwnedByRunning(unit, &except)) return true;
   std::set<int64_t> slots;
   for (int64_t slot = unit * Unit(); slot < (unit + 1) * Unit(); ++slot) slots.insert(slot);
   return !radix_->ResidentNodesHolding(slots).empty();
@@ -150,13 +137,7 @@ void Engine::RemoveCachedBadSlots() {
     const std::vector<int64_t> slots = radix_->Remove(*unlocked);
     for (int64_t u : WholeBlocksOf(slots, Unit())) {
       // A running request may own one too (handed out again while the cache held it).
-      bool running_owns = false;
-      for (const std::unique_ptr<Request>& req : scheduler_->running()) {
-        for (size_t pos = static_cast<size_t>(req->cached_len); pos < req->slots.size(); ++pos) {
-          running_owns = running_owns || req->slots[pos] / Unit() == u;
-        }
-      }
-      if (!running_owns && !allocator_->IsFree(u)) units.push_back(u);
+      if (!OwnedByRunning(u, nullptr) && !allocator_->IsFree(u)) units.push_back(u);
     }
     allocator_->Free(units);
     quarantine_stats_.nodes_removed += 1;

@@ -268,6 +268,8 @@ void FaultInjector::AfterStep(Engine& engine, const std::vector<ReportedViolatio
         injection.detected = true;
         injection.detected_step = step_;
         injection.detected_by = Describe(violation.row);
+        // Rows are reported one step after the forward that found them.
+        injection.detected_forwards = ForwardsThrough(open, step_ - 1);
       }
     }
     if (!explained) {

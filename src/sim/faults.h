@@ -83,6 +83,14 @@ class FaultInjector : public EngineHooks {
     bool abort_victims = false;
     int64_t horizon_end = 0;
     int64_t closed_step = -1;  // -1 while open
+    // Steps whose forward ran with the fault in place and a victim in its batch (every forward
+    // when there is no victim): what the report's forwards latency counts.
+    std::vector<int64_t> forward_steps;
+    // Slot-reuse faults: a freed slot changes no record until its new owner writes it. What
+    // each freed slot held (token, position) when it was freed, and whether a forward has
+    // written one of them since: the fault is in place from that forward on.
+    std::map<int64_t, std::pair<int64_t, int64_t>> freed_contents;
+    bool overwritten = false;
   };
 
   // The fault due now, if any, and whether a new injection may open this step.
@@ -93,6 +101,12 @@ class FaultInjector : public EngineHooks {
   // Records a byte flip of `slot`: its content explains violations, its repair is the undo.
   void MarkFlip(Engine& engine, Open& open, int64_t slot);
   void Close(Engine& engine, Open& open);
+  // Forwards latency (faults_latency.cpp): notes this step's forward on every open injection
+  // that is in place and whose victims it holds; at a detection, the forwards through the one
+  // that detected it.
+  void CountForward(const Engine& engine, const Batch& batch);
+  bool InPlace(const Engine& engine, Open& open) const;
+  static int64_t ForwardsThrough(const Open& open, int64_t detecting_step);
   void KeepVictimsRunning(Engine& engine, const Open& open);
   Request* PickDecodeVictim(Batch& batch, int64_t min_prefix, size_t* row_index = nullptr);
   int64_t Uniform(int64_t lo, int64_t hi);  // [lo, hi]

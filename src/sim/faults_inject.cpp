@@ -58,6 +58,7 @@ bool FaultInjector::OnApiError(Engine&, const std::string& message) {
       injection.detected = true;
       injection.detected_step = step_;
       injection.detected_by = "API: " + message;
+      injection.detected_forwards = ForwardsThrough(open, step_);
       return true;
     }
   }
@@ -207,6 +208,7 @@ void FaultInjector::InjectSwaLutStale(Engine& engine, Batch& batch) {
 }
 
 void FaultInjector::AfterForward(Engine& engine, const Batch& batch) {
+  CountForward(engine, batch);  // before injecting: this forward ran without the fault below
   if (!Due(FaultKind::kRealKvPostForward)) return;
   Batch copy = batch;
   size_t index = 0;

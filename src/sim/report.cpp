@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <map>
 #include <string>
 
 namespace kvcanary::sim {
@@ -44,26 +45,57 @@ std::string FaultNames(const std::vector<FaultKind>& faults) {
   return names;
 }
 
+// Median (the mean of the two middle values for an even count), maximum and histogram of one
+// latency measure; left at -1 and empty without values.
+void SummarizeLatencies(std::vector<int64_t> values, double& median, int64_t& max,
+                        std::map<int64_t, int64_t>& histogram) {
+  if (values.empty()) return;
+  std::sort(values.begin(), values.end());
+  const size_t n = values.size();
+  median = n % 2 == 1 ? static_cast<double>(values[n / 2])
+                      : (values[n / 2 - 1] + values[n / 2]) / 2.0;
+  max = values.back();
+  for (int64_t value : values) histogram[value] += 1;
+}
+
+// One row over the injections `keep` accepts.
+template <typename Keep>
+FaultClassRow SummarizeInjections(const ScenarioReport& report, Keep keep) {
+  FaultClassRow row;
+  std::vector<int64_t> steps, forwards;
+  for (const Injection& injection : report.injections) {
+    if (!keep(injection)) continue;
+    ++row.injected;
+    row.outputs_corrupted += injection.outputs_corrupted;
+    row.corrupted_before_detection += injection.corrupted_returned_before_detection;
+    row.delivered_corrupted += injection.delivered_corrupted;
+    row.discarded_corrupted += injection.discarded_corrupted;
+    if (!injection.detected) continue;
+    ++row.detected;
+    steps.push_back(injection.detected_step - injection.step);
+    forwards.push_back(injection.detected_forwards);
+  }
+  SummarizeLatencies(steps, row.latency_median, row.latency_max, row.steps_histogram);
+  SummarizeLatencies(forwards, row.forwards_median, row.forwards_max, row.forwards_histogram);
+  return row;
+}
+
+void PrintFaultRow(std::ostream& out, const std::string& name, const FaultClassRow& row) {
+  out << "| " << name << " | " << row.injected << " | " << row.detected << " | "
+      << row.injected - row.detected << " | " << Latency(row.latency_median) << " | "
+      << Latency(static_cast<double>(row.latency_max)) << " | " << Latency(row.forwards_median)
+      << " | " << Latency(static_cast<double>(row.forwards_max)) << " | " << row.outputs_corrupted
+      << " | " << row.corrupted_before_detection << " |\n";
+}
+
 void PrintFaultTable(std::ostream& out, const ScenarioReport& report) {
   out << "| fault | injected | detected | undetected | latency median | latency max | "
-         "outputs corrupted | corrupted before detection |\n";
-  out << "|---|--:|--:|--:|--:|--:|--:|--:|\n";
-  FaultClassRow total;
+         "forwards median | forwards max | outputs corrupted | corrupted before detection |\n";
+  out << "|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n";
   for (const FaultClassRow& row : SummarizeFaults(report)) {
-    out << "| " << FaultName(row.fault) << " | " << row.injected << " | " << row.detected << " | "
-        << row.injected - row.detected << " | " << Latency(row.latency_median) << " | "
-        << Latency(static_cast<double>(row.latency_max)) << " | " << row.outputs_corrupted << " | "
-        << row.corrupted_before_detection << " |\n";
-    total.injected += row.injected;
-    total.detected += row.detected;
-    total.latency_max = std::max(total.latency_max, row.latency_max);
-    total.outputs_corrupted += row.outputs_corrupted;
-    total.corrupted_before_detection += row.corrupted_before_detection;
+    PrintFaultRow(out, FaultName(row.fault), row);
   }
-  out << "| total | " << total.injected << " | " << total.detected << " | "
-      << total.injected - total.detected << " | | "
-      << Latency(static_cast<double>(total.latency_max)) << " | " << total.outputs_corrupted
-      << " | " << total.corrupted_before_detection << " |\n";
+  PrintFaultRow(out, "total", SummarizeTotal(report));
 }
 
 void PrintFalsePositives(std::ostream& out, const ScenarioReport& report) {
@@ -100,31 +132,17 @@ std::vector<FaultClassRow> SummarizeFaults(const ScenarioReport& report) {
   for (FaultKind fault : AllFaults()) {
     const bool enabled = std::find(report.faults_enabled.begin(), report.faults_enabled.end(),
                                    fault) != report.faults_enabled.end();
-    FaultClassRow row;
+    FaultClassRow row = SummarizeInjections(
+        report, [fault](const Injection& injection) { return injection.fault == fault; });
     row.fault = fault;
-    std::vector<int64_t> latencies;
-    for (const Injection& injection : report.injections) {
-      if (injection.fault != fault) continue;
-      ++row.injected;
-      row.outputs_corrupted += injection.outputs_corrupted;
-      row.corrupted_before_detection += injection.corrupted_returned_before_detection;
-      row.delivered_corrupted += injection.delivered_corrupted;
-      row.discarded_corrupted += injection.discarded_corrupted;
-      if (!injection.detected) continue;
-      ++row.detected;
-      latencies.push_back(injection.detected_step - injection.step);
-    }
     if (!enabled && row.injected == 0) continue;
-    if (!latencies.empty()) {
-      std::sort(latencies.begin(), latencies.end());
-      const size_t n = latencies.size();
-      row.latency_median = n % 2 == 1 ? static_cast<double>(latencies[n / 2])
-                                      : (latencies[n / 2 - 1] + latencies[n / 2]) / 2.0;
-      row.latency_max = latencies.back();
-    }
     rows.push_back(row);
   }
   return rows;
+}
+
+FaultClassRow SummarizeTotal(const ScenarioReport& report) {
+  return SummarizeInjections(report, [](const Injection&) { return true; });
 }
 
 std::vector<Injection> UndetectedInjections(const ScenarioReport& report) {
@@ -216,8 +234,10 @@ void PrintReport(std::ostream& out, const ScenarioReport& report) {
   out << "; faults enabled " << report.faults_enabled.size() << " of " << AllFaults().size()
       << " (not enabled: " << FaultNames(inapplicable) << ")\n\n";
   PrintFaultTable(out, report);
-  out << "\nlatency: steps from injection to the first violation it explains. corrupted: "
-         "sampled tokens that differ from the oracle's.\n\n";
+  out << "\nlatency: steps from injection to the first violation it explains. forwards: the "
+         "victims' forwards with the fault in place, through the one that detected it (every "
+         "forward for a fault without a victim). corrupted: sampled tokens that differ from the "
+         "oracle's.\n\n";
   PrintFalsePositives(out, report);
   PrintUndetected(out, report);
   const Coverage& c = report.coverage;

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -22,6 +23,11 @@ struct Injection {
   std::vector<int64_t> slots;  // the slots it touched: violations on them are explained by it
   bool detected = false;
   int64_t detected_step = -1;  // the step of the first matching violation; -1 if none
+  // The victims' forwards (steps whose batch held a victim) that ran with the fault in place,
+  // through the one that detected it, that one counted whether or not it held a victim; for an
+  // injection without a victim, every forward of the engine. In place: from the injection on, or
+  // for a freed slot or block from the forward that first overwrote it. -1 if undetected.
+  int64_t detected_forwards = -1;
   // How: the launch tag and failed check ("TAIL_K_FULL verify_real_kv_hash"), or for faults the
   // op rejects up front, "API: " and the error message.
   std::string detected_by;
@@ -91,14 +97,19 @@ struct ScenarioReport {
   int64_t delivered_corrupted_unexplained = 0;  // corrupted, delivered, no injection explains
 };
 
-// One row of the per-class table. Latencies are detected_step - step over the detected
-// injections of the class; both are -1 when none was detected.
+// One row of the per-class table. Latencies are detected_step - step (wall steps) and
+// detected_forwards (forwards) over the detected injections of the class; medians and maxima are
+// -1 and histograms empty when none was detected.
 struct FaultClassRow {
   FaultKind fault = FaultKind::kReqToToken;
   int injected = 0;
   int detected = 0;
   double latency_median = -1;  // the mean of the two middle values for an even count
   int64_t latency_max = -1;
+  double forwards_median = -1;
+  int64_t forwards_max = -1;
+  std::map<int64_t, int64_t> steps_histogram;     // latency in steps -> detected injections
+  std::map<int64_t, int64_t> forwards_histogram;  // latency in forwards -> detected injections
   int64_t outputs_corrupted = 0;
   int64_t corrupted_before_detection = 0;
   int64_t delivered_corrupted = 0;
@@ -108,6 +119,10 @@ struct FaultClassRow {
 // A row for every enabled class (injected or not, so a class the engine found no target for
 // shows as 0) and for any class injected without being enabled, in FaultKind order.
 std::vector<FaultClassRow> SummarizeFaults(const ScenarioReport& report);
+
+// The total over every injection: the sums of the rows, and the latencies of all detected
+// injections together (their median too). `fault` means nothing.
+FaultClassRow SummarizeTotal(const ScenarioReport& report);
 
 // The injections that were not detected, in injection order.
 std::vector<Injection> UndetectedInjections(const ScenarioReport& report);

@@ -1,6 +1,7 @@
 // JSON rendering of simulator reports.
 #include "sim/report_json.h"
 
+#include <map>
 #include <string>
 
 namespace kvcanary::sim {
@@ -19,22 +20,42 @@ Json InjectionJson(const Injection& injection) {
           {"slots", injection.slots},
           {"detected", injection.detected},
           {"detected_step", injection.detected ? Json(injection.detected_step) : Json(nullptr)},
+          {"detected_forwards",
+           injection.detected ? Json(injection.detected_forwards) : Json(nullptr)},
           {"detected_by", injection.detected_by},
           {"outputs_corrupted", injection.outputs_corrupted},
           {"corrupted_before_detection", injection.corrupted_returned_before_detection}};
 }
 
-Json RowJson(const FaultClassRow& row) {
-  return {{"fault", FaultName(row.fault)},
-          {"injected", row.injected},
+// {latency: detected injections}; JSON keys are strings, in increasing order of the number.
+Json HistogramJson(const std::map<int64_t, int64_t>& histogram) {
+  Json json = Json::object();
+  for (const auto& [latency, count] : histogram) json[std::to_string(latency)] = count;
+  return json;
+}
+
+// The counts and latencies of a class row or of the total.
+Json CountsJson(const FaultClassRow& row) {
+  return {{"injected", row.injected},
           {"detected", row.detected},
           {"undetected", row.injected - row.detected},
           {"latency_median", LatencyOrNull(row.latency_median)},
           {"latency_max", LatencyOrNull(static_cast<double>(row.latency_max))},
+          {"latency_forwards_median", LatencyOrNull(row.forwards_median)},
+          {"latency_forwards_max", LatencyOrNull(static_cast<double>(row.forwards_max))},
+          {"latency_histogram",
+           {{"steps", HistogramJson(row.steps_histogram)},
+            {"forwards", HistogramJson(row.forwards_histogram)}}},
           {"outputs_corrupted", row.outputs_corrupted},
           {"corrupted_before_detection", row.corrupted_before_detection},
           {"delivered_corrupted_tokens", row.delivered_corrupted},
           {"discarded_corrupted_tokens", row.discarded_corrupted}};
+}
+
+Json RowJson(const FaultClassRow& row) {
+  Json json = {{"fault", FaultName(row.fault)}};
+  json.update(CountsJson(row));
+  return json;
 }
 
 Json ViolationJson(const ObservedViolation& v) {
@@ -53,8 +74,8 @@ Json ScenarioJson(const ScenarioReport& report) {
   json["faults_enabled"] = Json::array();
   for (FaultKind fault : report.faults_enabled) json["faults_enabled"].push_back(FaultName(fault));
   json["faults"] = Json::array();
-  const std::vector<FaultClassRow> rows = SummarizeFaults(report);
-  for (const FaultClassRow& row : rows) json["faults"].push_back(RowJson(row));
+  for (const FaultClassRow& row : SummarizeFaults(report)) json["faults"].push_back(RowJson(row));
+  json["total"] = CountsJson(SummarizeTotal(report));
   json["delivered_corrupted_tokens"] = DeliveredCorrupted(report);
   json["outputs_checked"] = report.outputs_checked;
   json["outputs_wrong"] = report.outputs_wrong;

@@ -34,6 +34,8 @@ constexpr const char* kVariables[] = {"KVCANARY_MODE",
                                       "KVCANARY_PERTURB_REAL_KV_UNUSED_CACHE_PROB",
                                       "KVCANARY_PERTURB_REAL_KV_POST_FORWARD_PROB",
                                       "KVCANARY_PERTURB_NEXT_TOKEN_SWAP_PROB",
+                                      "KVCANARY_REAL_PERTURB_BYTES_PROB",
+                                      "KVCANARY_REAL_PERTURB_BYTES_REQUIRE_ORPHAN",
                                       "KVCANARY_PERTURB_TARGET_GROUP",
                                       "KVCANARY_PERTURB_WARMUP_STEPS",
                                       "KVCANARY_PERTURB_SEED"};
@@ -99,7 +101,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     config.Validate();
     for (double p :
          {config.req_to_token_prob, config.real_kv_used_prob, config.real_kv_unused_cache_prob,
-          config.real_kv_post_forward_prob, config.next_token_swap_prob}) {
+          config.real_kv_post_forward_prob, config.next_token_swap_prob,
+          config.real_perturb_bytes_prob}) {
       if (!(p >= 0 && p <= 1))
         Fail("PerturbConfig accepted a probability outside [0, 1]", config.ToString());
     }

@@ -20,24 +20,11 @@
 #include "kvcanary/hash.h"
 #include "kvcanary/runtime/canary_manager.h"
 #include "kvcanary/runtime/device_memory.h"
+#include "runtime/capturing_log.h"
+#include "runtime/fake_swa_pool.h"
 #include "runtime/mirrored_buffer.h"
 
 namespace kvcanary::runtime::testing {
-
-// Collects log lines so tests can assert on them.
-class CapturingLog : public LogSink {
- public:
-  void Log(LogLevel level, const std::string& message) override {
-    lines.push_back(std::string(LogLevelName(level)) + " " + message);
-  }
-  bool Contains(const std::string& text) const {
-    for (const std::string& line : lines) {
-      if (line.find(text) != std::string::npos) return true;
-    }
-    return false;
-  }
-  std::vector<std::string> lines;
-};
 
 struct FakeEngineOptions {
   // The pool, the table and the batch: their sizes and where they live.
@@ -52,6 +39,10 @@ struct FakeEngineOptions {
   bool block_table = false;
   // > 0: the pool has this many layers, given to the runtime as k_layers / v_layers.
   int64_t layers = 0;
+  // > 0: a hybrid pool: an SWA group of `swa_slots` slots (fake_swa_pool.h) keeps the last
+  // `swa_window` positions of each request, freed as they leave the window.
+  int64_t swa_window = 0;
+  int64_t swa_slots = 64;
   Device device = Device::CPU();
   // The runtime installed over them.
   Config config;
@@ -106,6 +97,12 @@ class FakeEngine {
     full.bytes_per_token = options.bytes_per_token;
     full.host_slots = 64;
     args.groups = {full};
+    if (options.swa_window > 0) {
+      swa = std::make_unique<FakeSwaPool>(options.device, options.num_slots, options.swa_slots,
+                                          options.bytes_per_token);
+      args.groups.push_back(swa->Spec());
+      args.swa_window_size = options.swa_window;
+    }
     args.pool_slot_count = options.num_slots;
     args.max_prefill_tokens = kMaxTokens;
     args.cuda_graph_max_bs = options.cuda_graph_max_bs;
@@ -131,10 +128,16 @@ class FakeEngine {
   // Adds a request with `prompt_len` tokens; returns its row.
   int64_t AddRequest(int64_t prompt_len) {
     Request request;
-    request.row = static_cast<int64_t>(requests_.size()) + 1;
+    request.row = ++last_row_;
     for (int64_t i = 0; i < prompt_len; ++i) request.tokens.push_back(Oracle(request.row, i));
     requests_.push_back(request);
     return request.row;
+  }
+
+  // Stops scheduling request `row`. Its slots, KV bytes and table entries stay as they are, as
+  // for a finished request whose prefix the engine keeps cached.
+  void FinishRequest(int64_t row) {
+    std::erase_if(requests_, [row](const Request& request) { return request.row == row; });
   }
 
   // The token every request should hold at `pos` (a token oracle: what the write-input assert
@@ -168,8 +171,12 @@ class FakeEngine {
       rows.push_back(request.row);
       prefix.push_back(begin);
       extend.push_back(end - begin);
+      // The step's verify reads the window [written - swa_window, written): free what precedes.
+      const int32_t* row_slots = Table() + request.row * options_.max_context;
+      if (swa) swa->ReleaseBefore(row_slots, begin - options_.swa_window);
       for (int64_t pos = begin; pos < end; ++pos) {
         const int64_t slot = NewSlot(request.row, pos);
+        if (swa) swa->Assign(slot);
         Table()[request.row * options_.max_context + pos] = static_cast<int32_t>(slot);
         step.ids.push_back(request.tokens[pos]);
         step.positions.push_back(pos);
@@ -181,6 +188,7 @@ class FakeEngine {
       request.written = end;
     }
     blocks_.UploadAll(stream_.handle());  // the step's new blocks, every row's at once
+    if (swa) swa->Upload(stream_.handle());
     const int64_t live_rows = static_cast<int64_t>(rows.size());
     std::vector<int64_t> batch_rows = rows, batch_prefix = prefix, batch_extend = extend;
     std::vector<int64_t> batch_ids = step.ids, batch_positions = step.positions;
@@ -250,6 +258,7 @@ class FakeEngine {
   // Enqueues the pool rows a step wrote in every layer, host -> device (nothing on the CPU).
   void UploadKvRows(const PreparedStep& step) {
     if (step.slots.empty()) return;
+    if (swa) swa->Upload(stream_.handle());
     const auto [lo, hi] = std::minmax_element(step.slots.begin(), step.slots.end());
     const int64_t bytes = (*hi - *lo + 1) * options_.bytes_per_token;
     for (int64_t layer = 0; layer < LayerCount(options_); ++layer) {
@@ -322,6 +331,7 @@ class FakeEngine {
 
  public:
   CapturingLog log;
+  std::unique_ptr<FakeSwaPool> swa;  // with FakeEngineOptions::swa_window > 0; outlives canary
   std::unique_ptr<CanaryManager> canary;
   std::vector<int64_t> last_slots;  // out_cache_loc of the last step
 
@@ -333,14 +343,19 @@ class FakeEngine {
   void WriteKvToken(int64_t slot, int64_t token, int64_t pos) {
     for (int64_t layer = 0; layer < LayerCount(options_); ++layer) {
       const int64_t base = (layer * options_.num_slots + slot) * options_.bytes_per_token;
-      uint8_t* k = k_.host<uint8_t>() + base;
-      uint8_t* v = v_.host<uint8_t>() + base;
-      for (int64_t b = 0; b < options_.bytes_per_token; ++b) {
-        const uint64_t word =
-            Splitmix64(static_cast<uint64_t>(token * 131 + pos * 7 + b / 8 + layer * 1000003));
-        k[b] = static_cast<uint8_t>(word >> (8 * (b % 8)));
-        v[b] = static_cast<uint8_t>(word >> (8 * (7 - b % 8)));
-      }
+      FillKv(k_.host<uint8_t>() + base, v_.host<uint8_t>() + base, token, pos, layer);
+    }
+    // The sliding-window layer's KV of the token, in its SWA slot.
+    if (swa && swa->SwaSlotOf(slot) != 0) {
+      FillKv(swa->K(swa->SwaSlotOf(slot)), swa->V(swa->SwaSlotOf(slot)), token, pos, 0);
+    }
+  }
+  void FillKv(uint8_t* k, uint8_t* v, int64_t token, int64_t pos, int64_t layer) const {
+    for (int64_t b = 0; b < options_.bytes_per_token; ++b) {
+      const uint64_t word =
+          Splitmix64(static_cast<uint64_t>(token * 131 + pos * 7 + b / 8 + layer * 1000003));
+      k[b] = static_cast<uint8_t>(word >> (8 * (b % 8)));
+      v[b] = static_cast<uint8_t>(word >> (8 * (7 - b % 8)));
     }
   }
 
@@ -377,6 +392,7 @@ class FakeEngine {
   }
 
   std::vector<Request> requests_;
+  int64_t last_row_ = 0;
   int64_t next_slot_ = 1;
   int64_t next_block_ = 1;
 };

@@ -1,6 +1,6 @@
 // What the perturbation tests share: a recorder of violation rows and perturbation events, the
-// engine options and PerturbConfig that fire one kind at probability 1, a recorded engine and the
-// TAIL detection of a real-KV byte flip.
+// engine options and PerturbConfig that fire one kind at probability 1, a recorded engine, a flat
+// radix view and the TAIL detection of a real-KV byte flip.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -8,9 +8,11 @@
 #include <algorithm>
 #include <initializer_list>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "kvcanary/runtime/canary_manager.h"
+#include "kvcanary/runtime/radix_view.h"
 #include "runtime/fake_engine.h"
 
 namespace kvcanary::runtime {
@@ -79,6 +81,44 @@ struct RecordedEngine {
   testing::FakeEngine engine;
   Recorder recorder;
 };
+
+// A radix view whose nodes are all children of the root, each holding the slots of positions
+// [0, n) of one cached prefix, locked (held by a running request) or not.
+class FlatRadix final : public RadixView {
+ public:
+  struct Node {
+    std::vector<int64_t> slots;
+    bool locked = false;
+  };
+  explicit FlatRadix(std::vector<Node> nodes) : nodes_(std::move(nodes)) {}
+  NodeId Root() const override { return 0; }
+  std::vector<NodeId> Children(NodeId node) const override {
+    std::vector<NodeId> children;
+    if (node == 0) {
+      for (size_t i = 0; i < nodes_.size(); ++i) children.push_back(static_cast<NodeId>(i) + 1);
+    }
+    return children;
+  }
+  int64_t KeyLength(NodeId node) const override {
+    return static_cast<int64_t>(DeviceSlots(node).size());
+  }
+  std::vector<int64_t> DeviceSlots(NodeId node) const override {
+    return node == 0 ? std::vector<int64_t>{} : nodes_[node - 1].slots;
+  }
+  bool IsLocked(NodeId node, bool) const override { return node != 0 && nodes_[node - 1].locked; }
+  bool IsSwaResident(NodeId) const override { return true; }
+
+ private:
+  std::vector<Node> nodes_;
+};
+
+// The slots of positions [0, count) of request `row`.
+inline std::vector<int64_t> SlotsOf(const testing::FakeEngine& engine, int64_t row,
+                                    int64_t count) {
+  std::vector<int64_t> slots;
+  for (int64_t pos = 0; pos < count; ++pos) slots.push_back(engine.SlotOf(row, pos));
+  return slots;
+}
 
 // Adds one request per prompt length, then runs `steps` steps.
 inline void Serve(testing::FakeEngine& engine, std::initializer_list<int64_t> prompt_lens,

@@ -257,6 +257,33 @@ TEST(PerturbConfig, ProbabilitiesMustBeInUnitInterval) {
   EXPECT_NO_THROW(config.Validate());
 }
 
+TEST(PerturbConfig, RealPerturbBytesVariablesAreParsedAndValidated) {
+  const PerturbConfig config =
+      PerturbConfig::FromEnv(MapEnv({{"KVCANARY_REAL_PERTURB_BYTES_PROB", " 0.5 "},
+                                     {"KVCANARY_REAL_PERTURB_BYTES_REQUIRE_ORPHAN", "Yes"}}));
+  EXPECT_DOUBLE_EQ(config.real_perturb_bytes_prob, 0.5);
+  EXPECT_TRUE(config.real_perturb_bytes_require_orphan);
+  EXPECT_TRUE(config.AnyEnabled());
+  EXPECT_NE(config.ToString().find(
+                "real_perturb_bytes_prob=0.5, real_perturb_bytes_require_orphan=true"),
+            std::string::npos);
+  // require_orphan only restricts the flip; it enables nothing by itself.
+  EXPECT_FALSE(
+      PerturbConfig::FromEnv(MapEnv({{"KVCANARY_REAL_PERTURB_BYTES_REQUIRE_ORPHAN", "1"}}))
+          .AnyEnabled());
+  // {variable, value, the refusal}.
+  const char* const refused[][3] = {
+      {"KVCANARY_REAL_PERTURB_BYTES_PROB", "1.5", "must be in [0, 1], got 1.5"},
+      {"KVCANARY_REAL_PERTURB_BYTES_PROB", "-0.1", "must be in [0, 1], got -0.1"},
+      {"KVCANARY_REAL_PERTURB_BYTES_REQUIRE_ORPHAN", "sometimes",
+       "must be a boolean, got 'sometimes'"},
+  };
+  for (const auto& [var, value, refusal] : refused) {
+    EXPECT_EQ(ErrorMessage([&] { PerturbConfig::FromEnv(MapEnv({{var, value}})); }),
+              "kv-canary: " + std::string(var) + " " + refusal);
+  }
+}
+
 TEST(PerturbConfig, TargetGroupRejectsOtherValuesQuotingTheRawText) {
   for (const char* raw : {"any", "prefix", " Both "}) {
     EXPECT_EQ(ErrorMessage([&] {
@@ -345,6 +372,7 @@ TEST(ConfigLimits, NumericVariablesAreParsedWhole) {
       {"KVCANARY_PERTURB_WARMUP_STEPS", "5 steps", "an integer"},
       {"KVCANARY_PERTURB_SEED", "7seven", "an integer"},
       {"KVCANARY_PERTURB_NEXT_TOKEN_SWAP_PROB", "0.5%", "a number"},
+      {"KVCANARY_REAL_PERTURB_BYTES_PROB", "1/2", "a number"},
   };
   for (const auto& [var, value, kind] : perturb_cases) {
     EXPECT_EQ(ErrorMessage([&] { PerturbConfig::FromEnv(MapEnv({{var, value}})); }),

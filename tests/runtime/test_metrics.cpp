@@ -31,6 +31,11 @@ MetricsSnapshot SampleSnapshot() {
   s.health_checks = 7;
   s.last_violation_step = 42;
   s.ring_overflow = true;
+  s.swa_divergence_reports = 6;
+  s.swa_record_mismatches = 2;
+  s.swa_unmapped_in_window = 1;
+  s.swa_remapped = 9;
+  s.swa_out_of_window = 30;
   return s;
 }
 
@@ -69,7 +74,7 @@ TEST(Metrics, PrometheusTextIsWellFormed) {
   for (const auto& [name, count] : helps) EXPECT_EQ(count, 1) << name;
   for (const auto& [name, count] : types) EXPECT_EQ(count, 1) << name;
   EXPECT_EQ(helps.size(), types.size());
-  EXPECT_EQ(samples.size(), 3u * kNumLaunchTags + 9u);
+  EXPECT_EQ(samples.size(), 3u * kNumLaunchTags + 14u);
 }
 
 TEST(Metrics, PrometheusCarriesTheSnapshotValues) {
@@ -84,7 +89,10 @@ TEST(Metrics, PrometheusCarriesTheSnapshotValues) {
         "kvcanary_skipped_steps_total 0\n", "kvcanary_sweep_passes_total 4\n",
         "kvcanary_health_checks_total 7\n", "# TYPE kvcanary_last_violation_step gauge\n",
         "kvcanary_last_violation_step 42\n", "# TYPE kvcanary_ring_overflow gauge\n",
-        "kvcanary_ring_overflow 1\n", "# TYPE kvcanary_kernel_runs_total counter\n"}) {
+        "kvcanary_ring_overflow 1\n", "# TYPE kvcanary_kernel_runs_total counter\n",
+        "kvcanary_swa_divergence_reports_total 6\n", "# TYPE kvcanary_swa_record_mismatches gauge\n",
+        "kvcanary_swa_record_mismatches 2\n", "kvcanary_swa_unmapped_in_window 1\n",
+        "kvcanary_swa_remapped 9\n", "kvcanary_swa_out_of_window 30\n"}) {
     EXPECT_NE(text.find(expected), std::string::npos) << expected;
   }
   EXPECT_NE(FormatPrometheus(MetricsSnapshot{}).find("kvcanary_last_violation_step -1\n"),

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "kvcanary/error.h"
@@ -30,14 +31,20 @@ TEST(Perturbation, ProbabilityOutsideTheUnitIntervalIsRefusedAtInstall) {
 }
 
 TEST(Perturbation, UnsetTargetGroupFailsWhenARealKvPerturbationFires) {
-  PerturbConfig perturb = Fire(&PerturbConfig::real_kv_used_prob, /*warmup_steps=*/1);
-  perturb.target_group.reset();
-  FakeEngine engine(PerturbOptions(perturb));
-  engine.AddRequest(4);
-  engine.Step();  // warm-up: nothing fires, nothing is required
-  EXPECT_EQ(ErrorMessage([&] { engine.Step(); }),
-            "kv-canary: KVCANARY_PERTURB_TARGET_GROUP must be explicitly set to 'full' or 'swa' "
-            "when real_kv_used perturbation is enabled");
+  const std::pair<double PerturbConfig::*, std::string> kinds[] = {
+      {&PerturbConfig::real_kv_used_prob, "real_kv_used"},
+      {&PerturbConfig::real_perturb_bytes_prob, "real_perturb_bytes"},
+  };
+  for (const auto& [kind, name] : kinds) {
+    PerturbConfig perturb = Fire(kind, /*warmup_steps=*/1);
+    perturb.target_group.reset();
+    FakeEngine engine(PerturbOptions(perturb));
+    engine.AddRequest(4);
+    engine.Step();  // warm-up: nothing fires, nothing is required
+    EXPECT_EQ(ErrorMessage([&] { engine.Step(); }),
+              "kv-canary: KVCANARY_PERTURB_TARGET_GROUP must be explicitly set to 'full' or "
+              "'swa' when " + name + " perturbation is enabled");
+  }
 }
 
 TEST(Perturbation, ReqToTokenNeedsNoTargetGroup) {
@@ -124,27 +131,6 @@ TEST(Perturbation, RealKvPostForwardIsCaughtByTheNextStepsTail) {
                          6, /*report_delay=*/3);
 }
 
-// A radix view of one unlocked node holding the given slots.
-class OneNodeRadix final : public RadixView {
- public:
-  explicit OneNodeRadix(std::vector<int64_t> slots) : slots_(std::move(slots)) {}
-  NodeId Root() const override { return 0; }
-  std::vector<NodeId> Children(NodeId node) const override {
-    return node == 0 ? std::vector<NodeId>{1} : std::vector<NodeId>{};
-  }
-  int64_t KeyLength(NodeId node) const override {
-    return node == 0 ? 0 : static_cast<int64_t>(slots_.size());
-  }
-  std::vector<int64_t> DeviceSlots(NodeId node) const override {
-    return node == 0 ? std::vector<int64_t>{} : slots_;
-  }
-  bool IsLocked(NodeId, bool) const override { return false; }
-  bool IsSwaResident(NodeId) const override { return true; }
-
- private:
-  std::vector<int64_t> slots_;
-};
-
 TEST(Perturbation, RealKvUnusedCacheRunsOnSweepStepsAndIsCaughtBySweep) {
   FakeEngineOptions options = PerturbOptions(Fire(&PerturbConfig::real_kv_unused_cache_prob));
   options.config.sweep_interval = 3;
@@ -154,8 +140,7 @@ TEST(Perturbation, RealKvUnusedCacheRunsOnSweepStepsAndIsCaughtBySweep) {
   const int64_t row = engine.AddRequest(4);
   engine.Step();
   // The cached prefix is request 1's prompt (slots written by the first step).
-  OneNodeRadix radix(
-      {engine.SlotOf(row, 0), engine.SlotOf(row, 1), engine.SlotOf(row, 2), engine.SlotOf(row, 3)});
+  FlatRadix radix({{SlotsOf(engine, row, 4)}});
   engine.canary->AttachRadixCache(&radix);
   for (int i = 1; i < 6; ++i) engine.Step();  // outer steps 1..5: only step 3 is a sweep step
   ASSERT_EQ(recorder.events.size(), 1u);

@@ -1,6 +1,7 @@
 // Tests for sim/report: the per-class summary, the verdict and exit status, and the printed tables.
 #include <gtest/gtest.h>
 
+#include <map>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -45,6 +46,11 @@ ScenarioReport CleanReport() {
       Detected(FaultKind::kReqToToken, 30, 3),       Detected(FaultKind::kRealKvUsed, 40, 2),
       Detected(FaultKind::kRealKvUsed, 50, 5),
   };
+  // The victims' forwards: fewer than the wall steps, as when prefill batches ran between.
+  const int64_t forwards[] = {1, 3, 2, 1, 4};
+  for (size_t i = 0; i < report.injections.size(); ++i) {
+    report.injections[i].detected_forwards = forwards[i];
+  }
   report.violations_total = 7;
   report.coverage = {500, 120, 4000, 60000, 62, 0.713};
   report.speed = {2.5, 200, 1600, 0.25};
@@ -81,6 +87,38 @@ TEST(Report, SummarizeFaultsCountsAndTakesMedianAndMaxLatency) {
   EXPECT_EQ(rows[2].injected, 0);
   EXPECT_EQ(rows[2].latency_median, -1);
   EXPECT_EQ(rows[2].latency_max, -1);
+}
+
+TEST(Report, SummarizeFaultsTakesMedianMaxAndHistogramsOfBothLatencies) {
+  const std::vector<FaultClassRow> rows = SummarizeFaults(CleanReport());
+  ASSERT_EQ(rows.size(), 3u);
+  EXPECT_EQ(rows[0].forwards_median, 2);  // of 1, 3, 2
+  EXPECT_EQ(rows[0].forwards_max, 3);
+  EXPECT_EQ(rows[0].steps_histogram, (std::map<int64_t, int64_t>{{1, 1}, {3, 1}, {5, 1}}));
+  EXPECT_EQ(rows[0].forwards_histogram, (std::map<int64_t, int64_t>{{1, 1}, {2, 1}, {3, 1}}));
+  EXPECT_EQ(rows[1].forwards_median, 2.5);  // of 1, 4
+  EXPECT_EQ(rows[1].forwards_max, 4);
+  EXPECT_EQ(rows[1].steps_histogram, (std::map<int64_t, int64_t>{{2, 1}, {5, 1}}));
+  EXPECT_EQ(rows[2].forwards_median, -1);
+  EXPECT_EQ(rows[2].forwards_max, -1);
+  EXPECT_TRUE(rows[2].forwards_histogram.empty());
+}
+
+TEST(Report, SummarizeTotalPoolsTheLatenciesOfEveryDetectedInjection) {
+  ScenarioReport report = CleanReport();
+  report.injections.push_back(Undetected(FaultKind::kPositionSkip, 60, "x"));
+  const FaultClassRow total = SummarizeTotal(report);
+  EXPECT_EQ(total.injected, 6);
+  EXPECT_EQ(total.detected, 5);
+  EXPECT_EQ(total.latency_median, 3);  // of 1, 5, 3, 2, 5
+  EXPECT_EQ(total.latency_max, 5);
+  EXPECT_EQ(total.forwards_median, 2);  // of 1, 3, 2, 1, 4
+  EXPECT_EQ(total.forwards_max, 4);
+  EXPECT_EQ(total.steps_histogram, (std::map<int64_t, int64_t>{{1, 1}, {2, 1}, {3, 1}, {5, 2}}));
+  EXPECT_EQ(total.forwards_histogram,
+            (std::map<int64_t, int64_t>{{1, 2}, {2, 1}, {3, 1}, {4, 1}}));
+  EXPECT_EQ(total.outputs_corrupted, 5 + 4);
+  EXPECT_EQ(total.corrupted_before_detection, 1 + 4);
 }
 
 TEST(Report, SummarizeFaultsLeavesUndetectedOutOfLatencyAndKeepsUnlistedClasses) {
@@ -123,10 +161,19 @@ TEST(Report, AFalsePositiveFails) {
 
 TEST(Report, PrintReportHasTheFaultRowsCoverageAndAPassLine) {
   const std::string text = Printed(CleanReport());
-  EXPECT_NE(text.find("| req_to_token | 3 | 3 | 0 | 3 | 5 | 5 | 1 |"), std::string::npos) << text;
-  EXPECT_NE(text.find("| real_kv_used | 2 | 2 | 0 | 3.5 | 5 | 0 | 0 |"), std::string::npos) << text;
-  EXPECT_NE(text.find("| position_skip | 0 | 0 | 0 | – | – | 0 | 0 |"), std::string::npos) << text;
-  EXPECT_NE(text.find("| total | 5 | 5 | 0 |"), std::string::npos) << text;
+  EXPECT_NE(text.find("| fault | injected | detected | undetected | latency median | latency max | "
+                      "forwards median | forwards max | outputs corrupted | "
+                      "corrupted before detection |"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("| req_to_token | 3 | 3 | 0 | 3 | 5 | 2 | 3 | 5 | 1 |"), std::string::npos)
+      << text;
+  EXPECT_NE(text.find("| real_kv_used | 2 | 2 | 0 | 3.5 | 5 | 2.5 | 4 | 0 | 0 |"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("| position_skip | 0 | 0 | 0 | – | – | – | – | 0 | 0 |"), std::string::npos)
+      << text;
+  EXPECT_NE(text.find("| total | 5 | 5 | 0 | 3 | 5 | 2 | 4 | 5 | 1 |"), std::string::npos) << text;
   EXPECT_NE(text.find("false positives: 0"), std::string::npos) << text;
   EXPECT_NE(text.find("undetected injections: 0"), std::string::npos) << text;
   EXPECT_NE(text.find("500 steps, 120 requests, 4000 tokens generated, 60000 protected tokens, "

@@ -3,6 +3,7 @@
 
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "report_header.h"
@@ -20,6 +21,7 @@ ScenarioReport FailingReport() {
   detected.slots = {5, 6};
   detected.detected = true;
   detected.detected_step = 12;
+  detected.detected_forwards = 1;
   detected.detected_by = "HEAD_K_FULL verify_chain_hash";
   detected.outputs_corrupted = 2;
   detected.delivered_corrupted = 1;
@@ -54,6 +56,10 @@ TEST(ReportJson, CarriesRowsVerdictAndLists) {
   EXPECT_EQ(row["undetected"], 0);
   EXPECT_EQ(row["latency_median"], 2.0);
   EXPECT_EQ(row["latency_max"], 2.0);
+  EXPECT_EQ(row["latency_forwards_median"], 1.0);
+  EXPECT_EQ(row["latency_forwards_max"], 1.0);
+  EXPECT_EQ(row["latency_histogram"]["steps"], nlohmann::ordered_json({{"2", 1}}));
+  EXPECT_EQ(row["latency_histogram"]["forwards"], nlohmann::ordered_json({{"1", 1}}));
   EXPECT_EQ(row["outputs_corrupted"], 2);
   EXPECT_EQ(row["corrupted_before_detection"], 0);
   EXPECT_EQ(row["delivered_corrupted_tokens"], 1);
@@ -63,6 +69,18 @@ TEST(ReportJson, CarriesRowsVerdictAndLists) {
   // Nothing detected: latencies are null, not a number that could be averaged.
   EXPECT_TRUE(s["faults"][1]["latency_median"].is_null());
   EXPECT_TRUE(s["faults"][1]["latency_max"].is_null());
+  EXPECT_TRUE(s["faults"][1]["latency_forwards_median"].is_null());
+  EXPECT_TRUE(s["faults"][1]["latency_forwards_max"].is_null());
+  EXPECT_TRUE(s["faults"][1]["latency_histogram"]["steps"].empty());
+  EXPECT_TRUE(s["faults"][1]["latency_histogram"]["forwards"].is_object());
+  EXPECT_EQ(s["injections"][0]["detected_forwards"], 1);
+  EXPECT_TRUE(s["injections"][1]["detected_forwards"].is_null());
+  // The total: every injection, the latencies of the detected ones.
+  EXPECT_EQ(s["total"]["injected"], 2);
+  EXPECT_EQ(s["total"]["undetected"], 1);
+  EXPECT_EQ(s["total"]["latency_max"], 2.0);
+  EXPECT_EQ(s["total"]["latency_forwards_max"], 1.0);
+  EXPECT_EQ(s["total"]["delivered_corrupted_tokens"], 1);
   EXPECT_EQ(s["faults"][1]["undetected"], 1);
   ASSERT_EQ(s["undetected"].size(), 1u);
   EXPECT_EQ(s["undetected"][0]["target"], "lut 44 -> swa slot 3");
@@ -81,6 +99,29 @@ TEST(ReportJson, CarriesRowsVerdictAndLists) {
   EXPECT_EQ(s["passed"], false);
 }
 
+TEST(ReportJson, HistogramsCountEachLatencyInIncreasingOrder) {
+  ScenarioReport report = FailingReport();
+  for (int64_t forwards : {8, 3, 8, 10}) {
+    Injection injection = report.injections[0];
+    injection.detected_step = injection.step + forwards + 2;
+    injection.detected_forwards = forwards;
+    report.injections.push_back(injection);
+  }
+  const nlohmann::ordered_json total = ReportToJson({report})["scenarios"][0]["total"];
+  // Keys are the latencies as strings, in numeric order (10 after 8, not before 3).
+  std::vector<std::pair<std::string, int>> forwards;
+  for (const auto& item : total["latency_histogram"]["forwards"].items()) {
+    forwards.emplace_back(item.key(), item.value().get<int>());
+  }
+  EXPECT_EQ(forwards, (std::vector<std::pair<std::string, int>>{
+                          {"1", 1}, {"3", 1}, {"8", 2}, {"10", 1}}));
+  EXPECT_EQ(total["latency_histogram"]["steps"],
+            nlohmann::ordered_json({{"2", 1}, {"5", 1}, {"10", 2}, {"12", 1}}));
+  EXPECT_EQ(total["latency_forwards_median"], 8.0);  // of 1, 3, 8, 8, 10
+  EXPECT_EQ(total["latency_forwards_max"], 10.0);
+  EXPECT_EQ(total["latency_median"], 10.0);  // of 2, 5, 10, 10, 12
+}
+
 TEST(ReportJson, WrittenTextParsesBackToTheSameDocument) {
   ScenarioReport clean;
   clean.scenario = "soak";
@@ -97,6 +138,7 @@ TEST(ReportJson, WrittenTextParsesBackToTheSameDocument) {
                                          "verify_sample",
                                          "faults_enabled",
                                          "faults",
+                                         "total",
                                          "delivered_corrupted_tokens",
                                          "outputs_checked",
                                          "outputs_wrong",

@@ -133,6 +133,37 @@ TEST(RunScenario, SampledVerifyDetectsEveryInjection) {
   EXPECT_LT(report.coverage.protected_tokens, at_one / 2) << "K = 8 checked over half of K = 1's";
 }
 
+// The forwards latency. At K = 1 the first forward of its victims that can see a fault finds it,
+// however many wall steps that takes (prefill batches without the victim, the one-step reporting
+// delay). At K = 8 each record is verified once in any 8 forwards of its request, so every fault
+// is found within 8 of them, while wall steps run past 8.
+TEST(RunScenario, SampledVerifyDetectsEveryFaultWithinKForwards) {
+  for (int64_t k : {1, 8}) {
+    SimOptions options = ScenarioPreset("default");
+    options.verify_sample = k;
+    const ScenarioReport report = RunScenario(options, nullptr);
+    ASSERT_EQ(ExitCode({report}), 0) << Describe(report);
+    int64_t most_forwards = 0;
+    int64_t most_steps = 0;
+    for (const Injection& injection : report.injections) {
+      const int64_t steps = injection.detected_step - injection.step;
+      EXPECT_GE(injection.detected_forwards, 1) << injection.target;
+      EXPECT_LE(injection.detected_forwards, k) << "K " << k << ": " << injection.target;
+      // A forward needs a step, and a detection is reported the step after its forward (the
+      // plan op's refusal, `stride_view`, in its own step).
+      EXPECT_LE(injection.detected_forwards, std::max<int64_t>(steps, 1)) << injection.target;
+      most_forwards = std::max(most_forwards, injection.detected_forwards);
+      most_steps = std::max(most_steps, steps);
+    }
+    const FaultClassRow total = SummarizeTotal(report);
+    EXPECT_EQ(total.forwards_max, most_forwards);
+    EXPECT_GT(most_steps, k) << "K " << k << ": wall steps never ran past K";
+    if (k > 1) {
+      EXPECT_GT(most_forwards, 1) << "sampling delayed no detection";
+    }
+  }
+}
+
 // The other presets, shortened: each detects every fault class it enables.
 class ScenarioPresets : public ::testing::TestWithParam<const char*> {};
 

@@ -157,8 +157,12 @@ using ViolationListener = std::function<void(const ViolationRow& row, int64_t st
 
 // One fired perturbation, so a test or engine learns what it has to detect. Fields by kind:
 //   req_to_token:   row = req_pool_idx, position, original/replacement = old/new slot, slot = new
-//   real_kv_*:      slot = flipped slot in the group's slot space, original/replacement = old/new
-//                   byte; row = req_pool_idx (real_kv_used only) and position where known, else -1
+//   real_kv_*, real_perturb_bytes:
+//                   slot = flipped slot in the group's slot space, original/replacement = old/new
+//                   byte; row = req_pool_idx (real_kv_used, and real_perturb_bytes on a live
+//                   slot) and position where known, else -1; layer = the fingerprinted layer
+//                   flipped, byte = the byte's offset in the slot's strip (0 but for
+//                   real_perturb_bytes, which picks a folded byte at random)
 //   next_token_swap: row = i, position = j (the swapped batch rows), original/replacement =
 //                   sampled[i]/sampled[j] before the swap
 // `step` is the outer step (next_token_swap: the sampler's own call counter).
@@ -170,6 +174,8 @@ struct PerturbationEvent {
   int64_t position = -1;
   int64_t original = 0;
   int64_t replacement = 0;
+  int64_t layer = -1;
+  int64_t byte = -1;
 };
 using PerturbationListener = std::function<void(const PerturbationEvent& event)>;
 

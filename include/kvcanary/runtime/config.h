@@ -94,7 +94,9 @@ struct Config {
   bool enable_verify_token_assert = false;           // KVCANARY_ENABLE_VERIFY_TOKEN_ASSERT
   bool enable_token_oracle = false;                  // KVCANARY_ENABLE_TOKEN_ORACLE
   bool enable_mha_v = false;                         // KVCANARY_ENABLE_MHA_V; gates V launches
-  // KVCANARY_SWA_DIVERGENCE_STATS_INTERVAL; 0 = off (diagnostic); in [0, kMaxStepInterval]
+  // KVCANARY_SWA_DIVERGENCE_STATS_INTERVAL; 0 = off; in [0, kMaxStepInterval]. Every N outer
+  // steps, EndStep compares the SWA group's table and records with the FULL group's over the
+  // step's live rows and logs one INFO line (docs/integration.md, "SWA divergence report").
   int64_t swa_divergence_stats_interval = 0;
   bool verify_backup = false;                        // KVCANARY_VERIFY_BACKUP
   bool report_untouched_rows = false;                // KVCANARY_REPORT_UNTOUCHED_ROWS
@@ -141,6 +143,11 @@ struct PerturbConfig {
   double real_kv_unused_cache_prob = 0;  // KVCANARY_PERTURB_REAL_KV_UNUSED_CACHE_PROB
   double real_kv_post_forward_prob = 0;  // KVCANARY_PERTURB_REAL_KV_POST_FORWARD_PROB
   double next_token_swap_prob = 0;       // KVCANARY_PERTURB_NEXT_TOKEN_SWAP_PROB
+  // SGLang's older real-KV flip: a random folded byte of a random fingerprinted layer at an
+  // orphan slot (cached in the attached radix view, unlocked, outside the step's batch) or, when
+  // there is none and require_orphan is off, at a live slot of the batch.
+  double real_perturb_bytes_prob = 0;    // KVCANARY_REAL_PERTURB_BYTES_PROB
+  bool real_perturb_bytes_require_orphan = false;  // KVCANARY_REAL_PERTURB_BYTES_REQUIRE_ORPHAN
   // KVCANARY_PERTURB_TARGET_GROUP; unset is allowed until a real-KV perturbation fires.
   std::optional<GroupKind> target_group;
   int64_t warmup_steps = 50;             // KVCANARY_PERTURB_WARMUP_STEPS; [0, kMaxStepInterval]

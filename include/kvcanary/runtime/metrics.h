@@ -26,12 +26,19 @@ struct MetricsSnapshot {
   int64_t health_checks = 0;
   int64_t last_violation_step = -1;    // step_when_pumped of the last reported row; -1 = none
   bool ring_overflow = false;
+  // The SWA divergence diagnostic (Config::swa_divergence_stats_interval): reports run, and the
+  // counts of the last one (0 before the first; src/runtime/swa_divergence.h defines them).
+  int64_t swa_divergence_reports = 0;
+  int64_t swa_record_mismatches = 0;
+  int64_t swa_unmapped_in_window = 0;
+  int64_t swa_remapped = 0;
+  int64_t swa_out_of_window = 0;
 };
 
 // Prometheus text exposition format 0.0.4: for each metric one "# HELP" and one "# TYPE" line,
 // then its samples "name{launch_tag=\"HEAD_K_FULL\"} value" (per-tag counters, all 12 tags) or
-// "name value". Counters end in _total; kvcanary_last_violation_step and kvcanary_ring_overflow
-// (0 or 1) are gauges. Ends with a newline, as the format requires.
+// "name value". Counters end in _total; kvcanary_last_violation_step, kvcanary_ring_overflow
+// (0 or 1) and the last SWA divergence report's counts (kvcanary_swa_*) are gauges. Ends with a newline, as the format requires.
 std::string FormatPrometheus(const MetricsSnapshot& snapshot);
 
 // One JSON object for an incident log (JSON lines), no trailing newline:
