@@ -84,6 +84,7 @@ bool FaultInjector::OnL3Corruption(Engine& engine, const std::string& message) {
     injection.detected = true;
     injection.detected_step = step_;
     injection.detected_by = "CANARY_L3_LOAD " + message.substr(message.find("corrupt: ") + 9);
+    injection.detected_forwards = ForwardsThrough(open, step_);
     *engine.l3()->store.Find(l3_corrupt_key_) = l3_corrupt_original_;
     l3_corrupt_key_.clear();
     return true;
