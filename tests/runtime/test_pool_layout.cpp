@@ -152,6 +152,20 @@ TEST(PoolLayout, NsaFoldsTheIndexerAfterEveryLatentLayer) {
   }
 }
 
+// The perturber's real-KV flips land in the latent layer (the indexer is not a target): caught.
+TEST(PoolLayout, NsaPerturbedLatentBytesAreCaughtByTail) {
+  FakeIndexer indexer(Device::CPU(), 512, 32);
+  FakeEngineOptions options = PerturbOptions(Fire(&PerturbConfig::real_kv_post_forward_prob));
+  testing::UseNsaLayout(options, indexer);
+  RecordedEngine run(options);
+  Serve(run.engine, {9, 7}, 8);
+  ASSERT_FALSE(run.recorder.events.empty());
+  const PerturbationEvent& event = run.recorder.events.front();
+  EXPECT_EQ(event.layer, 0);
+  EXPECT_TRUE(Caught(run.recorder, kTailK, kTailRealKv, event.slot));
+  ExpectNoHeadRows(run.recorder, kHeadK);
+}
+
 // An InstallCase whose FULL group is a latent pool of `layout` over 16-byte rows of its table.
 InstallCase LatentCase(PoolLayout layout) {
   InstallCase c(Device::CPU());
