@@ -32,7 +32,7 @@ struct GroupSpecArgs {
   pybind11::object full_to_swa = pybind11::none();
   int64_t host_slots = 0;
   runtime::PoolLayout layout = runtime::PoolLayout::kMha;
-  std::vector<pybind11::object> indexer_layers;  // layout "nsa": the indexer's key buffer
+  std::vector<pybind11::object> indexer_layers;    // layout "nsa": the indexer's key buffer
   std::optional<int64_t> indexer_bytes_per_token;  // None = derived like bytes_per_token
 };
 
@@ -73,7 +73,7 @@ const FieldTable<InstallKeywords>& InstallFields();
 
 // "full" -> kFull, "swa" -> kSwa; else "kv-canary: <name> must be 'full' or 'swa', got ...".
 runtime::GroupKind GroupKindArg(pybind11::handle value, std::string_view name);
-// "mha", "mla" or "nsa" (any case); else "kv-canary: <name> must be 'mha', 'mla' or 'nsa', got ...".
+// "mha", "mla" or "nsa" (any case); else "kv-canary: <name> must be 'mha', 'mla' or ...".
 runtime::PoolLayout PoolLayoutArg(pybind11::handle value, std::string_view name);
 
 // A layer tensor of any dtype and shape as uint8 [size(0), page bytes], a page being everything

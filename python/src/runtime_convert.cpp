@@ -69,9 +69,8 @@ int64_t DerivedBytesPerToken(const TensorView& k_bytes, int64_t page_size, const
   }
   const int64_t page_bytes = k_bytes.size(1);
   if (page_bytes % page_size != 0) {
-    ThrowError("kv-canary: ", name, ".", field, " must be given when the page bytes of its ",
-               layer, " (", page_bytes, ") are not a multiple of page_size (", page_size,
-               "), got None");
+    ThrowError("kv-canary: ", name, ".", field, " must be given when the page bytes of its ", layer,
+               " (", page_bytes, ") are not a multiple of page_size (", page_size, "), got None");
   }
   return page_bytes / page_size;
 }

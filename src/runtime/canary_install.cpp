@@ -242,7 +242,8 @@ CanaryManager::Impl::Impl(const Config& config, const InstallArgs& args)
   Log(LogLevel::kInfo, text);
 }
 
-void CanaryManager::Impl::BuildGroupSources(GroupState& group, const std::vector<TensorView>& k_layers,
+void CanaryManager::Impl::BuildGroupSources(GroupState& group,
+                                            const std::vector<TensorView>& k_layers,
                                             const std::vector<TensorView>& v_layers) {
   const GroupSpec& spec = group.spec;
   const bool nsa = spec.layout == PoolLayout::kNsa;
@@ -250,7 +251,8 @@ void CanaryManager::Impl::BuildGroupSources(GroupState& group, const std::vector
   const SourceTarget target{device_, stream_, nsa ? kMaxRealKvSources - 1 : kMaxRealKvSources};
   const std::vector<TensorView>* listed[2] = {&k_layers, &v_layers};
   for (int half = 0; half < 2; ++half) {
-    HalfSources built = BuildHalfSources(*listed[half], half == 0 ? "k" : "v", spec, config_, target);
+    HalfSources built =
+        BuildHalfSources(*listed[half], half == 0 ? "k" : "v", spec, config_, target);
     group.sources[half] = std::move(built.sources);
     group.fingerprinted_layers[half] = std::move(built.layers);
     group.layer_tables[half] = std::move(built.layer_table);

@@ -36,7 +36,7 @@ struct GroupState {
   std::vector<TensorView> fingerprinted_layers[2];
   // nsa: the indexer's sources, which the K half folds after its own (none otherwise).
   std::vector<RealKvSource> indexer_sources;
-  DeviceBuffer layer_tables[3];  // per Half, then the indexer's
+  DeviceBuffer layer_tables[3];          // per Half, then the indexer's
   DeviceBuffer host_mirrors[4];          // host-offload sidecar, pinned
   int64_t host_slots = 0;
 

@@ -51,7 +51,7 @@ struct FakeEngineOptions {
   bool graph_capture = false;  // InstallArgs::graph_capture (CUDA only)
   int64_t cuda_graph_max_bs = 0;
   ViolationSignalReducer* signal_reducer = nullptr;  // InstallArgs::signal_reducer
-  std::function<void(GroupSpec&)> edit_full_group;  // before install (fake_latent_pool.h)
+  std::function<void(GroupSpec&)> edit_full_group;   // before install (fake_latent_pool.h)
 };
 
 // One step as the engine scheduled it: the canary's step input and the tokens it writes.

@@ -29,7 +29,8 @@ inline void UseMlaLayout(FakeEngineOptions& options) {
 class FakeIndexer {
  public:
   FakeIndexer(Device device, int64_t num_slots, int64_t bytes_per_token)
-      : num_slots_(num_slots), bytes_per_token_(bytes_per_token),
+      : num_slots_(num_slots),
+        bytes_per_token_(bytes_per_token),
         keys_(device, num_slots * bytes_per_token) {
     for (int64_t i = 0; i < num_slots * bytes_per_token; ++i) {
       keys_.host<uint8_t>()[i] = static_cast<uint8_t>(Splitmix64(static_cast<uint64_t>(i)));

@@ -142,8 +142,11 @@ TEST(PoolLayout, NsaFoldsTheIndexerAfterEveryLatentLayer) {
       FakeEngine engine(options);
       int64_t slot = -1;
       const auto flip = [&](int64_t at) {
-        if (flip_indexer) indexer.FlipByte(engine, at, 15);
-        else engine.FlipKByte(at, 20, layers - 1);
+        if (flip_indexer) {
+          indexer.FlipByte(engine, at, 15);
+        } else {
+          engine.FlipKByte(at, 20, layers - 1);
+        }
       };
       const Recorder rows = FlipAndServe(engine, flip, &slot);
       EXPECT_TRUE(Caught(rows, kTailK, kTailRealKv, slot))
@@ -223,7 +226,8 @@ TEST(PoolLayout, NsaNeedsAFoldableIndexer) {
     c.args.groups[0].indexer_bytes_per_token = bytes;
     EXPECT_EQ(c.Refusal(),
               "kv-canary: group FULL indexer_bytes_per_token must be a positive multiple of 16, "
-              "got " + std::to_string(bytes));
+              "got " +
+                  std::to_string(bytes));
   }
   InstallCase many = LatentCase(PoolLayout::kNsa);
   many.args.groups[0].indexer_layers.assign(kMaxRealKvLayers + 1,
