@@ -60,6 +60,15 @@ GroupKind GroupKindArg(py::handle value, std::string_view name) {
   ThrowError("kv-canary: ", name, " must be 'full' or 'swa', got '", text, "'");
 }
 
+runtime::PoolLayout PoolLayoutArg(py::handle value, std::string_view name) {
+  const std::string text = StrArg(value, name);
+  for (const auto layout :
+       {runtime::PoolLayout::kMha, runtime::PoolLayout::kMla, runtime::PoolLayout::kNsa}) {
+    if (Lowercase(text) == runtime::PoolLayoutName(layout)) return layout;
+  }
+  ThrowError("kv-canary: ", name, " must be 'mha', 'mla' or 'nsa', got '", text, "'");
+}
+
 const FieldTable<Config>& ConfigFields() {
   static const FieldTable<Config> table = {
       {"mode", [](const Config& c) { return py::str(runtime::ModeName(c.mode)); },
@@ -146,6 +155,10 @@ const FieldTable<GroupSpecArgs>& GroupSpecFields() {
       OptionalInt64Field("bytes_per_token", &GroupSpecArgs::bytes_per_token),
       TensorField("full_to_swa", &GroupSpecArgs::full_to_swa),
       Int64Field("host_slots", &GroupSpecArgs::host_slots),
+      {"layout", [](const GroupSpecArgs& g) { return py::str(runtime::PoolLayoutName(g.layout)); },
+       [](GroupSpecArgs& g, py::handle v) { g.layout = PoolLayoutArg(v, "layout"); }},
+      TensorListField("indexer_layers", &GroupSpecArgs::indexer_layers, kMaxRealKvLayers),
+      OptionalInt64Field("indexer_bytes_per_token", &GroupSpecArgs::indexer_bytes_per_token),
   };
   return table;
 }

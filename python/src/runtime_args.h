@@ -31,6 +31,9 @@ struct GroupSpecArgs {
   std::optional<int64_t> bytes_per_token;
   pybind11::object full_to_swa = pybind11::none();
   int64_t host_slots = 0;
+  runtime::PoolLayout layout = runtime::PoolLayout::kMha;
+  std::vector<pybind11::object> indexer_layers;    // layout "nsa": the indexer's key buffer
+  std::optional<int64_t> indexer_bytes_per_token;  // None = derived like bytes_per_token
 };
 
 // kvcanary.runtime.ForwardBatch: runtime::ForwardBatch with its tensors still Python objects.
@@ -70,6 +73,8 @@ const FieldTable<InstallKeywords>& InstallFields();
 
 // "full" -> kFull, "swa" -> kSwa; else "kv-canary: <name> must be 'full' or 'swa', got ...".
 runtime::GroupKind GroupKindArg(pybind11::handle value, std::string_view name);
+// "mha", "mla" or "nsa" (any case); else "kv-canary: <name> must be 'mha', 'mla' or ...".
+runtime::PoolLayout PoolLayoutArg(pybind11::handle value, std::string_view name);
 
 // A layer tensor of any dtype and shape as uint8 [size(0), page bytes], a page being everything
 // after the first dimension read as bytes. The trailing dimensions must be dense.

@@ -58,20 +58,30 @@ Device DeviceArg(py::handle device, const TensorView& reference) {
   ThrowError("kv-canary: device must be 'cpu', 'cuda' or 'cuda:<index>', got '", text, "'");
 }
 
-// A layer's tokens per page given, its bytes per token derived from its page bytes.
-int64_t DerivedBytesPerToken(const TensorView& k_bytes, int64_t page_size,
-                             const std::string& name) {
+// A layer's tokens per page given, its bytes per token derived from its page bytes. `field` and
+// `layer` name the field a caller should give instead and the layer it was derived from.
+int64_t DerivedBytesPerToken(const TensorView& k_bytes, int64_t page_size, const std::string& name,
+                             const char* field = "bytes_per_token",
+                             const char* layer = "first K layer") {
   if (!k_bytes.defined()) return 0;
   if (page_size <= 0) {
     ThrowError("kv-canary: ", name, ".page_size must be positive, got ", page_size);
   }
   const int64_t page_bytes = k_bytes.size(1);
   if (page_bytes % page_size != 0) {
-    ThrowError("kv-canary: ", name, ".bytes_per_token must be given when the page bytes of its ",
-               "first K layer (", page_bytes, ") are not a multiple of page_size (", page_size,
-               "), got None");
+    ThrowError("kv-canary: ", name, ".", field, " must be given when the page bytes of its ", layer,
+               " (", page_bytes, ") are not a multiple of page_size (", page_size, "), got None");
   }
   return page_bytes / page_size;
+}
+
+// indexer_bytes_per_token as given, else derived from the first indexer layer (0 without one).
+int64_t IndexerBytesPerToken(const GroupSpecArgs& g, const runtime::GroupSpec& spec,
+                             const std::string& name) {
+  if (g.indexer_bytes_per_token.has_value()) return *g.indexer_bytes_per_token;
+  if (spec.indexer_layers.empty()) return 0;
+  return DerivedBytesPerToken(spec.indexer_layers.front(), g.page_size, name,
+                              "indexer_bytes_per_token", "first indexer layer");
 }
 
 runtime::GroupSpec GroupSpecOf(const GroupSpecArgs& g, ImportScope& scope,
@@ -94,6 +104,11 @@ runtime::GroupSpec GroupSpecOf(const GroupSpecArgs& g, ImportScope& scope,
     spec.v_layers.push_back(layer(g.v_layers[i], ItemName("v_layers", i)));
   }
   spec.full_to_swa = scope.Import(g.full_to_swa, name + ".full_to_swa");
+  spec.layout = g.layout;
+  for (size_t i = 0; i < g.indexer_layers.size(); ++i) {
+    spec.indexer_layers.push_back(layer(g.indexer_layers[i], ItemName("indexer_layers", i)));
+  }
+  spec.indexer_bytes_per_token = IndexerBytesPerToken(g, spec, name);
   const TensorView& first_k =
       spec.k_layer0.defined() || spec.k_layers.empty() ? spec.k_layer0 : spec.k_layers.front();
   spec.bytes_per_token = g.bytes_per_token.has_value()

@@ -172,6 +172,9 @@ class CanaryManager::Impl final : public PerturbationHost {
   int64_t CountDeviceBytes() const;
   int64_t RecordBytes() const;
   Capacities WithinWorkspaceBudget(Capacities capacities, int64_t max_seq_len) const;
+  // A group's real-KV sources per half from its listed layers, and an nsa group's indexer's.
+  void BuildGroupSources(GroupState& group, const std::vector<TensorView>& k_layers,
+                         const std::vector<TensorView>& v_layers);
   MetricsSnapshot Snapshot() const;
   void PumpRankSignal();
 

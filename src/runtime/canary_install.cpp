@@ -102,6 +102,7 @@ CanaryManager::Impl::Impl(const Config& config, const InstallArgs& args)
         (!spec.full_to_swa.defined() || args.swa_window_size <= 0)) {
       ThrowError("kv-canary: an SWA group needs full_to_swa and swa_window_size > 0");
     }
+    CheckPoolLayout(spec, config);
     GroupState group;
     group.spec = spec;
     group.window = spec.kind == GroupKind::kSwa ? args.swa_window_size : 0;
@@ -121,14 +122,7 @@ CanaryManager::Impl::Impl(const Config& config, const InstallArgs& args)
       }
     }
     group.host_slots = spec.host_slots;
-    const std::vector<TensorView>* listed[2] = {&k_layers, &v_layers};
-    for (int half = 0; half < 2; ++half) {
-      HalfSources built =
-          BuildHalfSources(*listed[half], half == 0 ? "k" : "v", spec, config, device_, stream_);
-      group.sources[half] = std::move(built.sources);
-      group.fingerprinted_layers[half] = std::move(built.layers);
-      group.layer_tables[half] = std::move(built.layer_table);
-    }
+    BuildGroupSources(group, k_layers, v_layers);
     groups_.push_back(std::move(group));
   }
   std::sort(groups_.begin(), groups_.end(),
@@ -230,7 +224,9 @@ CanaryManager::Impl::Impl(const Config& config, const InstallArgs& args)
   std::ostringstream kinds;
   kinds << "[";
   for (size_t i = 0; i < groups_.size(); ++i) {
-    kinds << (i ? ", " : "") << GroupKindName(groups_[i].spec.kind);
+    const GroupSpec& spec = groups_[i].spec;
+    kinds << (i ? ", " : "") << GroupKindName(spec.kind);
+    if (spec.layout != PoolLayout::kMha) kinds << "(" << PoolLayoutName(spec.layout) << ")";
   }
   kinds << "]";
   std::ostringstream line;
@@ -244,6 +240,28 @@ CanaryManager::Impl::Impl(const Config& config, const InstallArgs& args)
        << ", workspace " << device_bytes_ - RecordBytes() - state_.Bytes() << ")";
   std::string text = line.str();
   Log(LogLevel::kInfo, text);
+}
+
+void CanaryManager::Impl::BuildGroupSources(GroupState& group,
+                                            const std::vector<TensorView>& k_layers,
+                                            const std::vector<TensorView>& v_layers) {
+  const GroupSpec& spec = group.spec;
+  const bool nsa = spec.layout == PoolLayout::kNsa;
+  // An nsa launch takes the indexer's source(s) after the latent ones: keep one place for them.
+  const SourceTarget target{device_, stream_, nsa ? kMaxRealKvSources - 1 : kMaxRealKvSources};
+  const std::vector<TensorView>* listed[2] = {&k_layers, &v_layers};
+  for (int half = 0; half < 2; ++half) {
+    HalfSources built =
+        BuildHalfSources(*listed[half], half == 0 ? "k" : "v", spec, config_, target);
+    group.sources[half] = std::move(built.sources);
+    group.fingerprinted_layers[half] = std::move(built.layers);
+    group.layer_tables[half] = std::move(built.layer_table);
+  }
+  if (!nsa) return;
+  const int left = kMaxRealKvSources - static_cast<int>(group.sources[0].size());
+  HalfSources indexer = BuildIndexerSources(spec, config_, SourceTarget{device_, stream_, left});
+  group.indexer_sources = std::move(indexer.sources);
+  group.layer_tables[2] = std::move(indexer.layer_table);
 }
 
 Capacities CanaryManager::Impl::WithinWorkspaceBudget(Capacities capacities,
@@ -292,10 +310,17 @@ LaunchContext CanaryManager::Impl::ContextOf(size_t group_index, Stage stage, Ha
   context.kernel_run_counter = CounterView(state_.kernel_counters, tag);
   // HEAD runs before the forward wrote the KV: its records carry no fingerprint.
   if (stage != Stage::kHead) {
-    const auto& sources = group.sources[static_cast<int>(half)];
-    for (size_t i = 0; i < sources.size(); ++i) context.real_kv_sources[i] = sources[i];
-    context.num_real_kv_sources = static_cast<int>(sources.size());
-    context.real_kv_hash_mode = sources.empty() ? 0 : static_cast<int32_t>(config_.real_data);
+    int count = 0;  // install kept the total within kMaxRealKvSources
+    for (const RealKvSource& source : group.sources[static_cast<int>(half)]) {
+      context.real_kv_sources[count++] = source;
+    }
+    if (half == Half::kK) {  // nsa: the latent bytes, then the indexer's key bytes
+      for (const RealKvSource& source : group.indexer_sources) {
+        context.real_kv_sources[count++] = source;
+      }
+    }
+    context.num_real_kv_sources = count;
+    context.real_kv_hash_mode = count == 0 ? 0 : static_cast<int32_t>(config_.real_data);
   }
   context.enable_chain_position_assert = state_.chain_assert_flag.View(DType::kInt32, {1});
   return context;

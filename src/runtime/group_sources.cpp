@@ -58,33 +58,50 @@ std::vector<TensorView> ListedLayers(const TensorView& layer0, const std::vector
   return layers;
 }
 
-HalfSources BuildHalfSources(const std::vector<TensorView>& listed, const char* half,
-                             const GroupSpec& spec, const Config& config, Device device,
-                             StreamHandle stream) {
+namespace {
+
+// The sources of the fingerprinted layers of `listed`, each row `bytes_per_token` wide per token:
+// one per layer up to `max_sources`, beyond that one spanning them through an address table.
+HalfSources BuildSources(const std::vector<TensorView>& listed, const std::string& name,
+                         int64_t page_size, int64_t bytes_per_token, const Config& config,
+                         const SourceTarget& target) {
   HalfSources out;
   const RealKvHashMode mode = config.real_data;
   if (mode == RealKvHashMode::kNone || listed.empty()) return out;
-  if (spec.bytes_per_token <= 0 || spec.bytes_per_token % kRealKvBlockBytes != 0) return out;
-  const int64_t read_bytes =
-      mode == RealKvHashMode::kPartial ? kRealKvBlockBytes : spec.bytes_per_token;
+  if (bytes_per_token <= 0 || bytes_per_token % kRealKvBlockBytes != 0) return out;
+  const int64_t read_bytes = mode == RealKvHashMode::kPartial ? kRealKvBlockBytes : bytes_per_token;
   out.layers = FingerprintedLayers(listed, config);
   for (const TensorView& layer : out.layers) {  // every layer checked, even when one source reads
-    out.sources.push_back(
-        MakeRealKvSource(layer, spec.page_size, spec.bytes_per_token, read_bytes));
+    out.sources.push_back(MakeRealKvSource(layer, page_size, bytes_per_token, read_bytes));
   }
-  if (out.layers.size() <= static_cast<size_t>(kMaxRealKvSources)) return out;
-  CheckSameLayout(out.layers, HalfName(spec, half));
+  if (out.layers.size() <= static_cast<size_t>(target.max_sources)) return out;
+  CheckSameLayout(out.layers, name);
   const auto count = static_cast<int64_t>(out.layers.size());
   std::vector<int64_t> addresses;
   for (const TensorView& layer : out.layers) {
     addresses.push_back(static_cast<int64_t>(reinterpret_cast<uintptr_t>(layer.data())));
   }
-  out.layer_table = DeviceBuffer(device, 8 * count);
-  CopyBytesAsync(out.layer_table.data(), addresses.data(), 8 * count, device, stream);
-  SynchronizeStream(device, stream);  // `addresses` is freed on return
+  out.layer_table = DeviceBuffer(target.device, 8 * count);
+  CopyBytesAsync(out.layer_table.data(), addresses.data(), 8 * count, target.device, target.stream);
+  SynchronizeStream(target.device, target.stream);  // `addresses` is freed on return
   out.sources.resize(1);
   out.sources[0].layer_addresses = out.layer_table.View(DType::kInt64, {count});
   return out;
+}
+
+}  // namespace
+
+HalfSources BuildHalfSources(const std::vector<TensorView>& listed, const char* half,
+                             const GroupSpec& spec, const Config& config,
+                             const SourceTarget& target) {
+  return BuildSources(listed, HalfName(spec, half), spec.page_size, spec.bytes_per_token, config,
+                      target);
+}
+
+HalfSources BuildIndexerSources(const GroupSpec& spec, const Config& config,
+                                const SourceTarget& target) {
+  return BuildSources(spec.indexer_layers, HalfName(spec, "indexer"), spec.page_size,
+                      spec.indexer_bytes_per_token, config, target);
 }
 
 }  // namespace kvcanary::runtime

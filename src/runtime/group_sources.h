@@ -23,11 +23,29 @@ struct HalfSources {
 std::vector<TensorView> ListedLayers(const TensorView& layer0, const std::vector<TensorView>& layers,
                                      const char* half, const GroupSpec& spec, const Config& config);
 
+// Where a group's sources live and how many of them one launch may take.
+struct SourceTarget {
+  Device device;
+  StreamHandle stream = nullptr;
+  int max_sources = kMaxRealKvSources;  // more fingerprinted layers share one spanning source
+};
+
 // The sources of the fingerprinted layers of `listed`: none with mode none or a row width that is
-// not a positive multiple of 16; one per layer up to kMaxRealKvSources layers; beyond, one source
-// spanning them through an address table allocated on `device` here (never per step).
+// not a positive multiple of 16; one per layer up to target.max_sources layers; beyond, one source
+// spanning them through an address table allocated on target.device here (never per step).
 HalfSources BuildHalfSources(const std::vector<TensorView>& listed, const char* half,
-                             const GroupSpec& spec, const Config& config, Device device,
-                             StreamHandle stream);
+                             const GroupSpec& spec, const Config& config,
+                             const SourceTarget& target);
+
+// The same for an nsa group's indexer_layers (their own bytes per token, the group's page size),
+// folded by the K half after its latent sources.
+HalfSources BuildIndexerSources(const GroupSpec& spec, const Config& config,
+                                const SourceTarget& target);
+
+// Refuses a layout its fields contradict (pool_layout.cpp): a V layer in an mla or nsa group,
+// indexer layers outside nsa, an nsa group without them or with a row width the fingerprint
+// cannot fold, more than kMaxRealKvLayers of them, or verify_backup (which re-hashes the latent
+// layer alone) over an nsa group.
+void CheckPoolLayout(const GroupSpec& spec, const Config& config);
 
 }  // namespace kvcanary::runtime

@@ -34,7 +34,9 @@ struct GroupState {
   // Per Half: the layers the sources fingerprint, in fold order, and the device table of their
   // addresses when one source spans them (more than kMaxRealKvSources layers).
   std::vector<TensorView> fingerprinted_layers[2];
-  DeviceBuffer layer_tables[2];
+  // nsa: the indexer's sources, which the K half folds after its own (none otherwise).
+  std::vector<RealKvSource> indexer_sources;
+  DeviceBuffer layer_tables[3];          // per Half, then the indexer's
   DeviceBuffer host_mirrors[4];          // host-offload sidecar, pinned
   int64_t host_slots = 0;
 

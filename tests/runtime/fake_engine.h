@@ -51,6 +51,7 @@ struct FakeEngineOptions {
   bool graph_capture = false;  // InstallArgs::graph_capture (CUDA only)
   int64_t cuda_graph_max_bs = 0;
   ViolationSignalReducer* signal_reducer = nullptr;  // InstallArgs::signal_reducer
+  std::function<void(GroupSpec&)> edit_full_group;   // before install (fake_latent_pool.h)
 };
 
 // One step as the engine scheduled it: the canary's step input and the tokens it writes.
@@ -96,6 +97,7 @@ class FakeEngine {
     }
     full.bytes_per_token = options.bytes_per_token;
     full.host_slots = 64;
+    if (options.edit_full_group) options.edit_full_group(full);
     args.groups = {full};
     if (options.swa_window > 0) {
       swa = std::make_unique<FakeSwaPool>(options.device, options.num_slots, options.swa_slots,
@@ -116,8 +118,7 @@ class FakeEngine {
   }
 
   ~FakeEngine() {
-    // Nothing enqueued may outlive the buffers it reads.
-    try {
+    try {  // nothing enqueued may outlive the buffers it reads
       Synchronize();
     } catch (...) {
     }
@@ -393,8 +394,7 @@ class FakeEngine {
 
   std::vector<Request> requests_;
   int64_t last_row_ = 0;
-  int64_t next_slot_ = 1;
-  int64_t next_block_ = 1;
+  int64_t next_slot_ = 1, next_block_ = 1;  // slot and block 0 hold the padding slot
 };
 
 }  // namespace kvcanary::runtime::testing

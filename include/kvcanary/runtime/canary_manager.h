@@ -29,6 +29,7 @@
 #include "kvcanary/runtime/log.h"
 #include "kvcanary/runtime/metrics.h"
 #include "kvcanary/runtime/page_store.h"
+#include "kvcanary/runtime/pool_layout.h"
 #include "kvcanary/runtime/radix_view.h"
 #include "kvcanary/runtime/rank_signal.h"
 #include "kvcanary/runtime/violation_format.h"
@@ -39,6 +40,9 @@ namespace kvcanary::runtime {
 // One buffer group of the KV pool: FULL, or SWA with its full->SWA table.
 struct GroupSpec {
   GroupKind kind = GroupKind::kFull;
+  // What a slot holds (pool_layout.h). mla and nsa give their latent layer(s) as k_layer0 or
+  // k_layers and no V layer; the group then has the K canary half alone.
+  PoolLayout layout = PoolLayout::kMha;
   int64_t num_slots = 0;  // slots of the group's own slot space (its canary buffers' rows)
   // Layer-0 K and V as [num_slots / page_size, page_size * bytes_per_token] uint8 (row layout:
   // page_size 1). Absent V = a K-only pool (no V canary half). The real-KV sources are live views.
@@ -53,6 +57,12 @@ struct GroupSpec {
   std::vector<TensorView> v_layers;
   int64_t page_size = 1;
   int64_t bytes_per_token = 0;
+  // nsa only: the indexer's key buffer of up to kMaxRealKvLayers layers, each uint8
+  // [num_slots / page_size, page_size * indexer_bytes_per_token] (page_size as above); its
+  // bytes per token a positive multiple of 16. Folded into the K half's fingerprint after the
+  // latent layers, chosen by Config::fingerprint_layers like them.
+  std::vector<TensorView> indexer_layers;
+  int64_t indexer_bytes_per_token = 0;
   // SWA only: int64 [full_pool_size + 1] full slot -> SWA slot (0 = not resident), on the device.
   TensorView full_to_swa;
   int64_t host_slots = 0;  // > 0: host-offload sidecar mirrors of this many slots
