@@ -38,6 +38,9 @@ class FaultInjector : public EngineHooks {
                  const std::vector<int64_t>& device_slots) override;
   // A victim leaves its slots: violations on them stay explained.
   void BeforeRecompute(Engine& engine, const Request& req) override;
+  // Speculative decoding (faults_eagle.cpp): an open injection's victims' drafts join what it
+  // touched; eagle_position_plus_one bends one draft's position.
+  void OnDrafts(Engine& engine, std::vector<DraftRow>& drafts) override;
 
   // PD: called with each transferred request right before the decode engine admits it (may
   // drop a page), and after it was admitted (`req` null when the pool had no room yet).

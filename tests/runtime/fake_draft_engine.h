@@ -58,6 +58,7 @@ class FakeDraftEngine {
 
  public:
   CapturingLog log;
+  std::vector<ViolationRow> seen;  // every violation row the runtime showed, in report order
   std::unique_ptr<CanaryManager> canary;
 
   explicit FakeDraftEngine(DraftEngineOptions options)
@@ -84,8 +85,10 @@ class FakeDraftEngine {
     args.num_inner_forwards = options.num_inner_forwards;
     args.log = &log;
     canary = CanaryManager::Install(options.config, args);
+    if (!canary) return;
     // After its own warm-up a draft runtime turns on the write's chain-position assert too.
-    if (canary) canary->MarkInitFinished();
+    canary->MarkInitFinished();
+    canary->SetViolationListener([this](const ViolationRow& row, int64_t) { seen.push_back(row); });
   }
 
   // What request `row` holds at `pos`: the committed token stream.
@@ -103,7 +106,8 @@ class FakeDraftEngine {
     for (Request& request : requests_) {
       if (request.pending == 0) continue;
       for (int64_t i = 0; i < request.pending; ++i) {
-        AddToken(forward, request, request.kv_len, i, Oracle(request.row, i + options_.token_shift));
+        AddToken(forward, request, request.kv_len, i,
+                 Oracle(request.row, i + options_.token_shift));
       }
     }
     RunStep({forward});
@@ -124,7 +128,8 @@ class FakeDraftEngine {
         const bool hit = fault.inner == i && fault.row == request.row;
         if (hit && fault.kind == DraftFault::Kind::kWrongAcceptedToken) token += kWrongToken;
         AddToken(forwards[i], request, request.kv_len, i, token);
-        if (hit && fault.kind == DraftFault::Kind::kPositionPlusOne) forwards[i].positions.back() += 1;
+        if (hit && fault.kind == DraftFault::Kind::kPositionPlusOne)
+          forwards[i].positions.back() += 1;
       }
     }
     RunStep(forwards);
@@ -202,7 +207,7 @@ class FakeDraftEngine {
 
   // The batch columns of inner forward `inner`: each forward has its own six columns.
   ForwardBatch FillColumns(int inner, const Forward& forward) {
-    const std::vector<int64_t>* sources[6] = {&forward.rows, &forward.prefix, &forward.extend,
+    const std::vector<int64_t>* sources[6] = {&forward.rows, &forward.prefix,    &forward.extend,
                                               &forward.ids,  &forward.positions, &forward.slots};
     ForwardBatch batch;
     TensorView* views[6] = {&batch.req_pool_indices, &batch.prefix_lens, &batch.extend_seq_lens,

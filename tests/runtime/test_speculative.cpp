@@ -18,18 +18,6 @@ using testing::DraftEngineOptions;
 using testing::DraftFault;
 using testing::FakeDraftEngine;
 
-struct Seen {
-  std::vector<ViolationRow> rows;
-  std::vector<int64_t> steps;
-};
-
-void Listen(FakeDraftEngine& engine, Seen& seen) {
-  engine.canary->SetViolationListener([&seen](const ViolationRow& row, int64_t step) {
-    seen.rows.push_back(row);
-    seen.steps.push_back(step);
-  });
-}
-
 // Log mode, real-KV fingerprints, V records and the expected-token check on.
 DraftEngineOptions DraftOptions() {
   DraftEngineOptions options;
@@ -40,8 +28,8 @@ DraftEngineOptions DraftOptions() {
   return options;
 }
 
-bool HasRow(const Seen& seen, int64_t bit, int64_t slot) {
-  for (const ViolationRow& row : seen.rows) {
+bool HasRow(const std::vector<ViolationRow>& seen, int64_t bit, int64_t slot) {
+  for (const ViolationRow& row : seen) {
     if ((row.fail_reason_bits & bit) != 0 && row.slot_idx == slot) return true;
   }
   return false;
@@ -51,15 +39,13 @@ constexpr int kHeadK = static_cast<int>(CanaryLaunchTag::kHeadKFull);
 
 TEST(Speculative, CleanDraftStepsReportNothingAndCountEveryInnerForward) {
   FakeDraftEngine engine(DraftOptions());
-  Seen seen;
-  Listen(engine, seen);
   const int64_t first = engine.AddRequest(10);
   const int64_t second = engine.AddRequest(6);
   engine.Prefill();
   // Every acceptance count from none to all: the rejected drafts' slots are handed out again.
   const std::vector<int64_t> accepts = {3, 1, 0, 2, 3, 1, 2, 0, 3, 3};
   for (int64_t accept : accepts) engine.DraftStep(accept);
-  EXPECT_TRUE(seen.rows.empty());
+  EXPECT_TRUE(engine.seen.empty());
   const int64_t accepted = std::accumulate(accepts.begin(), accepts.end(), int64_t{0});
   EXPECT_EQ(engine.KvLen(first), 10 + accepted);
   EXPECT_EQ(engine.KvLen(second), 6 + accepted);
@@ -77,8 +63,6 @@ TEST(Speculative, CleanDraftStepsReportNothingAndCountEveryInnerForward) {
 
 TEST(Speculative, DraftWrittenAtPositionPlusOneIsAWritePositionViolationOneStepLate) {
   FakeDraftEngine engine(DraftOptions());
-  Seen seen;
-  Listen(engine, seen);
   const int64_t row = engine.AddRequest(8);
   engine.AddRequest(5);
   engine.Prefill();
@@ -88,11 +72,11 @@ TEST(Speculative, DraftWrittenAtPositionPlusOneIsAWritePositionViolationOneStepL
   const int64_t p = engine.KvLen(row) + 1;
   engine.DraftStep(3, {DraftFault::Kind::kPositionPlusOne, /*inner=*/1, row});
   const int64_t slot = engine.SlotOf(row, p);
-  EXPECT_TRUE(seen.rows.empty()) << "reported in the step it happened";
+  EXPECT_TRUE(engine.seen.empty()) << "reported in the step it happened";
   engine.DraftStep(3);
-  ASSERT_FALSE(seen.rows.empty());
+  ASSERT_FALSE(engine.seen.empty());
   bool named = false;
-  for (const ViolationRow& found : seen.rows) {
+  for (const ViolationRow& found : engine.seen) {
     if ((found.fail_reason_bits & FailReason::kWritePositionMismatch) == 0) continue;
     if (found.slot_idx != slot) continue;
     named = true;
@@ -101,7 +85,7 @@ TEST(Speculative, DraftWrittenAtPositionPlusOneIsAWritePositionViolationOneStepL
   }
   EXPECT_TRUE(named) << "no write_position row names slot " << slot;
   // Inner forward 2's HEAD verify read the draft inner forward 1 wrote in the same step.
-  EXPECT_TRUE(HasRow(seen, FailReason::kVerifyPositionMismatch, slot));
+  EXPECT_TRUE(HasRow(engine.seen, FailReason::kVerifyPositionMismatch, slot));
   EXPECT_TRUE(engine.log.Contains("write_position"));
 }
 
@@ -109,12 +93,10 @@ TEST(Speculative, DraftPoolDescribedWithoutItsShiftFailsTheTokenCheck) {
   DraftEngineOptions options = DraftOptions();
   options.install_offset = 0;  // the pool is shifted by one, the runtime is told it is not
   FakeDraftEngine engine(options);
-  Seen seen;
-  Listen(engine, seen);
   const int64_t row = engine.AddRequest(6);
   engine.Prefill();
   for (int i = 0; i < 3; ++i) engine.DraftStep(3);
-  EXPECT_TRUE(HasRow(seen, FailReason::kVerifyTokenMismatch, engine.SlotOf(row, 0)));
+  EXPECT_TRUE(HasRow(engine.seen, FailReason::kVerifyTokenMismatch, engine.SlotOf(row, 0)));
 }
 
 // Where CommitAWrongDraftToken's bad record lies.
@@ -126,7 +108,7 @@ struct WrongDraft {
 
 // A draft step whose inner forward 0 commits the wrong token of a request at its first draft
 // position, then two clean steps: the first finds the record, the second reports it.
-WrongDraft CommitAWrongDraftToken(FakeDraftEngine& engine, const Seen& seen) {
+WrongDraft CommitAWrongDraftToken(FakeDraftEngine& engine) {
   WrongDraft wrong;
   wrong.row = engine.AddRequest(7);
   engine.AddRequest(4);
@@ -136,19 +118,17 @@ WrongDraft CommitAWrongDraftToken(FakeDraftEngine& engine, const Seen& seen) {
   engine.DraftStep(3, {DraftFault::Kind::kWrongAcceptedToken, /*inner=*/0, wrong.row});
   wrong.slot = engine.SlotOf(wrong.row, wrong.position);
   engine.DraftStep(3);
-  EXPECT_TRUE(seen.rows.empty()) << "reported before the step after the one that found it";
+  EXPECT_TRUE(engine.seen.empty()) << "reported before the step after the one that found it";
   engine.DraftStep(3);
   return wrong;
 }
 
 TEST(Speculative, WrongAcceptedDraftTokenIsCaughtByTheTokenCheck) {
   FakeDraftEngine engine(DraftOptions());
-  Seen seen;
-  Listen(engine, seen);
-  const WrongDraft wrong = CommitAWrongDraftToken(engine, seen);
-  ASSERT_FALSE(seen.rows.empty());
+  const WrongDraft wrong = CommitAWrongDraftToken(engine);
+  ASSERT_FALSE(engine.seen.empty());
   bool named = false;
-  for (const ViolationRow& found : seen.rows) {
+  for (const ViolationRow& found : engine.seen) {
     if (found.slot_idx != wrong.slot) continue;
     named = true;
     EXPECT_EQ(found.fail_reason_bits, FailReason::kVerifyTokenMismatch);
@@ -164,11 +144,9 @@ TEST(Speculative, WrongAcceptedDraftTokenGoesUnseenWithoutTheTokenCheck) {
   DraftEngineOptions options = DraftOptions();
   options.config.enable_verify_token_assert = false;
   FakeDraftEngine engine(options);
-  Seen seen;
-  Listen(engine, seen);
-  CommitAWrongDraftToken(engine, seen);
+  CommitAWrongDraftToken(engine);
   // The record's chain is consistent with the token written: only the expected tokens tell.
-  EXPECT_TRUE(seen.rows.empty());
+  EXPECT_TRUE(engine.seen.empty());
 }
 
 }  // namespace
