@@ -52,8 +52,7 @@ Engine::Engine(const SimOptions& options, std::string name, runtime::LogSink* lo
     : options_(options),
       name_(std::move(name)),
       device_(options.device == "cuda" ? Device::CUDA(0) : Device::CPU()),
-      oracle_(LayersOf(options), options.bytes_per_token, options.vocab_size),
-      draft_rng_(options.seed * 0xD1B54A32D192ED03ull + 5) {
+      oracle_(LayersOf(options), options.bytes_per_token, options.vocab_size) {
   stream_ = std::make_unique<runtime::OwnedStream>(device_);
   const StreamHandle stream = stream_->handle();
   pool_ = std::make_unique<KvPool>(device_, options.num_slots, LayersOf(options),
@@ -88,11 +87,6 @@ Engine::Engine(const SimOptions& options, std::string name, runtime::LogSink* lo
   batch_buffer_ = runtime::DeviceBuffer(
       device_, CheckedMul("batch buffer bytes", 8, kNumColumns, token_capacity_));
 
-  if (options.draft_forwards > 1) {
-    draft_buffer_ = runtime::DeviceBuffer(
-        device_, CheckedMul("draft buffer bytes", 8 * kNumColumns, options.draft_forwards - 1,
-                            table_->num_rows()));
-  }
   if (options.host_tier) {
     radix_->EnableHostTier(true);
     host_kv_.resize(options.host_slots);
@@ -159,10 +153,7 @@ runtime::InstallArgs Engine::InstallArgsFor(runtime::LogSink* log) {
   }
   args.pool_slot_count = options_.num_slots;
   args.max_prefill_tokens = token_capacity_;
-  if (options_.draft_forwards > 1) {
-    args.num_inner_forwards = static_cast<int>(options_.draft_forwards);
-    args.speculative_num_draft_tokens = options_.draft_forwards - 1;
-  }
+  DescribeDraftForwards(args);
   args.log = log;
   return args;
 }
@@ -304,11 +295,7 @@ bool Engine::Step(int64_t step, EngineHooks& hooks) {
     DeriveReqToToken(batch);
     blocks_->Upload();
   }
-  drafts_.clear();
-  if (batch.kind == Batch::kDecode && options_.draft_forwards > 1) {
-    ProposeDrafts(batch);
-    hooks.OnDrafts(*this, drafts_);
-  }
+  ProposeDrafts(batch, hooks);
   table_->Upload();
   runtime::StepInput input;
   DescribeForward(batch, view, input);

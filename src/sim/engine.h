@@ -227,7 +227,10 @@ class Engine {
   // Speculative decoding (engine_eagle.cpp): each decode row proposes drafts in new slots, the
   // draft forwards write them after the decode's forward, and after sampling the oracle model
   // run on the pool accepts a prefix of them; the rejected drafts' slots are freed.
-  void ProposeDrafts(const Batch& batch);
+  // The install's inner forwards: D with --draft-forwards D > 1, else 1.
+  void DescribeDraftForwards(runtime::InstallArgs& args) const;
+  // A decode batch's drafts, handed to hooks.OnDrafts (none for other batches).
+  void ProposeDrafts(const Batch& batch, EngineHooks& hooks);
   void DescribeDrafts(runtime::StepInput& input);
   // Inner forwards 1..D-1 around the draft model's KV writes; returns the canary's seconds.
   double RunDraftForwards();
@@ -288,7 +291,7 @@ class Engine {
   std::unique_ptr<SwaState> swa_;  // --swa-window: the sliding-window layers
   OracleModel oracle_;
   runtime::DeviceBuffer batch_buffer_;  // [6, token capacity] int64 forward inputs
-  runtime::DeviceBuffer draft_buffer_;  // [D - 1, 6, rows] int64: the draft forwards' inputs
+  runtime::DeviceBuffer draft_buffer_;  // [D - 1, 6, rows] int64, allocated at the first drafts
   std::vector<DraftRow> drafts_;        // the step's drafts
   std::mt19937_64 draft_rng_;           // whether the draft model guesses the oracle's token
   int64_t token_capacity_ = 0;

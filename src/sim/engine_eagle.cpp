@@ -33,6 +33,12 @@ int64_t DraftDepth(const std::vector<DraftRow>& drafts) {
   return depth;
 }
 
+// The draft forwards' input columns: [D - 1, kNumColumns, rows] int64.
+runtime::DeviceBuffer DraftBuffer(Device device, int64_t draft_forwards, int64_t rows) {
+  return runtime::DeviceBuffer(
+      device, CheckedMul("draft buffer bytes", 8 * kNumColumns, draft_forwards - 1, rows));
+}
+
 double SecondsOf(const std::function<void()>& call) {
   const auto start = std::chrono::steady_clock::now();
   call();
@@ -41,7 +47,19 @@ double SecondsOf(const std::function<void()>& call) {
 
 }  // namespace
 
-void Engine::ProposeDrafts(const Batch& batch) {
+void Engine::DescribeDraftForwards(runtime::InstallArgs& args) const {
+  if (options_.draft_forwards <= 1) return;
+  args.num_inner_forwards = static_cast<int>(options_.draft_forwards);
+  args.speculative_num_draft_tokens = options_.draft_forwards - 1;
+}
+
+void Engine::ProposeDrafts(const Batch& batch, EngineHooks& hooks) {
+  drafts_.clear();
+  if (batch.kind != Batch::kDecode || options_.draft_forwards <= 1) return;
+  if (draft_buffer_.data() == nullptr) {  // the first drafts of the run
+    draft_buffer_ = DraftBuffer(device_, options_.draft_forwards, table_->num_rows());
+    draft_rng_.seed(options_.seed * 0xD1B54A32D192ED03ull + 5);
+  }
   std::bernoulli_distribution guesses_right(kDraftHitRate);
   for (const BatchRow& row : batch.rows) {
     if (!row.produces_token) continue;
@@ -49,10 +67,9 @@ void Engine::ProposeDrafts(const Batch& batch) {
     const int64_t start = req.seq_len();
     // The accepted drafts and the bonus never finish the request nor fill its context: it
     // finishes through a plain decode, within the slots admission control planned for it.
-    const int64_t outputs_left =
-        req.spec.max_new_tokens - static_cast<int64_t>(req.output.size()) - 2;
-    const int64_t room = options_.max_context_len - start - 2;
-    const int64_t count = std::min({options_.draft_forwards - 1, outputs_left, room});
+    const int64_t count =
+        std::min({options_.draft_forwards - 1, options_.max_context_len - start - 2,
+                  req.spec.max_new_tokens - static_cast<int64_t>(req.output.size()) - 2});
     if (count <= 0) continue;
     std::optional<std::vector<int64_t>> slots = scheduler_->AllocateSlots(count);
     if (!slots) continue;
@@ -72,6 +89,7 @@ void Engine::ProposeDrafts(const Batch& batch) {
     }
     drafts_.push_back(std::move(draft));
   }
+  hooks.OnDrafts(*this, drafts_);
 }
 
 void Engine::DescribeDrafts(runtime::StepInput& input) {
