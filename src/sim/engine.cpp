@@ -154,6 +154,7 @@ runtime::InstallArgs Engine::InstallArgsFor(runtime::LogSink* log) {
   }
   args.pool_slot_count = options_.num_slots;
   args.max_prefill_tokens = token_capacity_;
+  DescribeDraftForwards(args);
   args.log = log;
   return args;
 }
@@ -216,6 +217,7 @@ void Engine::DescribeForward(const Batch& batch, const ForwardView& view,
   }
   input.forwards = {forward};
   input.host = {host};
+  DescribeDrafts(input);
 }
 
 void Engine::RunModel(const Batch& batch, const ForwardView& view) {
@@ -298,6 +300,7 @@ bool Engine::Step(int64_t step, EngineHooks& hooks) {
     DeriveReqToToken(batch);
     blocks_->Upload();
   }
+  ProposeDrafts(batch, hooks);
   table_->Upload();
   runtime::StepInput input;
   DescribeForward(batch, view, input);
@@ -322,6 +325,7 @@ bool Engine::Step(int64_t step, EngineHooks& hooks) {
   }
   RunModel(batch, view);
   if (canary_) timed([&] { canary_->PostForward(0); });
+  canary_seconds += RunDraftForwards();
   hooks.AfterForward(*this, batch);
   if (canary_) timed([&] { canary_->EndStep(); });
 
@@ -340,6 +344,7 @@ bool Engine::Step(int64_t step, EngineHooks& hooks) {
     }
   }
   std::vector<std::unique_ptr<Request>> done = scheduler_->Complete(batch, sampled);
+  AcceptDrafts();
   if (held_) HoldSampled(batch, sampled, outer, done);
   for (std::unique_ptr<Request>& req : done) {
     expected_.erase(req->spec.id);

@@ -14,6 +14,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <random>
 #include <set>
 #include <string>
 #include <vector>
@@ -74,6 +75,16 @@ struct SampledToken {
   int64_t expected = 0;
 };
 
+// One request's drafts of a decode step (--draft-forwards D > 1): draft j (from 0) is written by
+// inner forward j + 1 at position start + j, in slots[j]; the injector may bend `positions`.
+struct DraftRow {
+  Request* req = nullptr;
+  int64_t start = 0;  // the request's length when scheduled: the first draft's position
+  std::vector<int64_t> slots;
+  std::vector<int64_t> tokens;
+  std::vector<int64_t> positions;  // what the forward writes (start + j unless a fault bent it)
+};
+
 class EngineHooks {
  public:
   virtual ~EngineHooks() = default;
@@ -90,6 +101,12 @@ class EngineHooks {
   // `device_slots`: may change which host record goes where.
   virtual void OnRestore(Engine& engine, std::vector<int64_t>& record_host_slots,
                          const std::vector<int64_t>& device_slots) = 0;
+  // Speculative decoding: the step's drafts are proposed and their slots entered in req_to_token,
+  // before the step is described to the canary.
+  virtual void OnDrafts(Engine& engine, std::vector<DraftRow>& drafts) {
+    (void)engine;
+    (void)drafts;
+  }
   // Quarantine: the engine is about to send `req` back to be computed again (its slots and row
   // are still as the violations saw them).
   virtual void BeforeRecompute(Engine& engine, const Request& req) {
@@ -231,6 +248,17 @@ class Engine {
   // The oracle's next token after the request's first seq_len tokens (appended to `state` up to
   // there): what an uncorrupted engine samples.
   int64_t OracleToken(const Request& req, ExpectedState& state, int64_t seq_len) const;
+  // Speculative decoding (engine_eagle.cpp): each decode row proposes drafts in new slots, the
+  // draft forwards write them after the decode's forward, and after sampling the oracle model
+  // run on the pool accepts a prefix of them; the rejected drafts' slots are freed.
+  // The install's inner forwards: D with --draft-forwards D > 1, else 1.
+  void DescribeDraftForwards(runtime::InstallArgs& args) const;
+  // A decode batch's drafts, handed to hooks.OnDrafts (none for other batches).
+  void ProposeDrafts(const Batch& batch, EngineHooks& hooks);
+  void DescribeDrafts(runtime::StepInput& input);
+  // Inner forwards 1..D-1 around the draft model's KV writes; returns the canary's seconds.
+  double RunDraftForwards();
+  void AcceptDrafts();
   // Checks a finished request's whole output against the oracle, then hands it to TakeFinished,
   // or keeps it while quarantine still holds its tokens.
   void Finish(std::unique_ptr<Request> done);
@@ -303,6 +331,9 @@ class Engine {
   std::unique_ptr<SwaState> swa_;  // --swa-window: the sliding-window layers
   OracleModel oracle_;
   runtime::DeviceBuffer batch_buffer_;  // [6, token capacity] int64 forward inputs
+  runtime::DeviceBuffer draft_buffer_;  // [D - 1, 6, rows] int64, allocated at the first drafts
+  std::vector<DraftRow> drafts_;        // the step's drafts
+  std::mt19937_64 draft_rng_;           // whether the draft model guesses the oracle's token
   int64_t token_capacity_ = 0;
   std::map<int64_t, ExpectedState> expected_;  // by request id
   std::map<int64_t, int64_t> last_true_sample_;  // by request id: the sampler's own output

@@ -46,6 +46,9 @@ class FaultInjector : public EngineHooks {
   void OnL3Load(Engine& engine, const std::string& key,
                 const std::vector<int64_t>& device_slots) override;
   bool OnL3Corruption(Engine& engine, const std::string& message) override;
+  // Speculative decoding (faults_eagle.cpp): an open injection's victims' drafts join what it
+  // touched; eagle_position_plus_one bends one draft's position.
+  void OnDrafts(Engine& engine, std::vector<DraftRow>& drafts) override;
 
   // PD: called with each transferred request right before the decode engine admits it (may
   // drop a page), and after it was admitted (`req` null when the pool had no room yet).

@@ -23,6 +23,7 @@ constexpr int64_t kMaxBytesPerToken = int64_t{1} << 16;
 constexpr int64_t kMaxRunning = 4096;
 constexpr int64_t kMaxTokens = int64_t{1} << 20;  // context, chunk, window, sweep interval
 constexpr int64_t kMaxBlockSize = 4096;
+constexpr int64_t kMaxDraftForwards = 8;  // EAGLE runs a handful of draft steps
 constexpr int64_t kMaxHoldBack = 64;  // a token held that many forwards is as good as never sent
 
 SimFlag Integer(const char* name, int64_t SimOptions::*field, int64_t min, int64_t max,
@@ -101,6 +102,9 @@ std::vector<SimFlag> BuildTable() {
       Integer("chunk", &O::chunk_size, 1, kMaxTokens, "Chunked-prefill chunk size"),
       Integer("block-size", &O::block_size, 0, kMaxBlockSize,
               "Tokens per KV block of a paged block table (0: per-token req_to_token)"),
+      Integer("draft-forwards", &O::draft_forwards, 0, kMaxDraftForwards,
+              "Inner forwards of a decode step: the accepted token's, then one draft token each "
+              "(0, 1: no drafts)"),
       Text("json", FlagKind::kPath, &O::json_path, "PATH", "Also write the report as JSON to PATH"),
       Text("progress", kChoice, &O::progress, "auto|on|off",
            "Progress bar on stderr (auto: on a terminal)"),

@@ -23,7 +23,7 @@ struct FaultEntry {
 };
 
 // One table for both directions, so a name cannot drift between FaultName and ParseFault.
-constexpr std::array<FaultEntry, 19> kFaults = {{
+constexpr std::array<FaultEntry, 20> kFaults = {{
     {FaultKind::kReqToToken, "req_to_token"},
     {FaultKind::kStrideView, "stride_view"},
     {FaultKind::kWrongStrideRead, "wrong_stride_read"},
@@ -43,6 +43,7 @@ constexpr std::array<FaultEntry, 19> kFaults = {{
     {FaultKind::kRealKvDeepLayer, "real_kv_deep_layer"},
     {FaultKind::kL3Corrupt, "l3_corrupt"},
     {FaultKind::kL3Stale, "l3_stale"},
+    {FaultKind::kEaglePositionPlusOne, "eagle_position_plus_one"},
 }};
 
 template <typename... Parts>
@@ -83,6 +84,8 @@ const char* FaultRequirement(FaultKind fault) {
       return "--sweep-interval > 0";
     case FaultKind::kRealKvDeepLayer:
       return "--layers > 4";
+    case FaultKind::kEaglePositionPlusOne:
+      return "--draft-forwards > 1";
     case FaultKind::kBlockTableSwap:
     case FaultKind::kFreedBlockReuse:
     case FaultKind::kRealKvPage:
@@ -252,6 +255,16 @@ void ValidatePaging(const SimOptions& o) {
   }
 }
 
+void ValidateSpeculative(const SimOptions& o) {
+  RequireAtLeast("--draft-forwards", o.draft_forwards, 0);  // the maximum: CheckFlagMaxima
+  if (o.draft_forwards > 1 &&
+      (o.block_size > 0 || o.swa_window > 0 || o.pd || o.on_violation == "quarantine")) {
+    Throw("--draft-forwards cannot be combined with --block-size, --swa-window, --pd or "
+          "--on-violation quarantine (the simulator's drafts are per-token slots of the full "
+          "pool, delivered at once)");
+  }
+}
+
 void ValidateCanary(const SimOptions& o) {
   RequireOneOf("--mode", o.mode, {"none", "log", "raise"});
   RequireOneOf("--real-data", o.real_data, {"none", "partial", "all"});
@@ -316,6 +329,8 @@ bool FaultApplies(FaultKind fault, const SimOptions& options) {
       return options.sweep_interval > 0;
     case FaultKind::kRealKvDeepLayer:
       return options.num_layers > kMaxRealKvSources;
+    case FaultKind::kEaglePositionPlusOne:
+      return options.draft_forwards > 1;
     case FaultKind::kBlockTableSwap:
     case FaultKind::kFreedBlockReuse:
     case FaultKind::kRealKvPage:
@@ -342,7 +357,7 @@ std::vector<FaultKind> EnabledFaults(const SimOptions& options) {
 }
 
 std::vector<std::string> PresetNames() {
-  return {"default", "swa", "offload", "pd", "paged", "soak"};
+  return {"default", "swa", "offload", "pd", "paged", "eagle", "soak"};
 }
 
 SimOptions ScenarioPreset(std::string_view name) {
@@ -381,6 +396,12 @@ SimOptions ScenarioPreset(std::string_view name) {
     o.fingerprint_layers = "all";  // every layer of the pool, as k_layers lists them
     return o;
   }
+  if (name == "eagle") {
+    // Speculative decoding: each decode step runs three inner forwards, the accepted token's and
+    // two drafts', so the canary verifies drafts written earlier in the same step.
+    o.draft_forwards = 3;
+    return o;
+  }
   if (name == "soak") {
     // No faults: any violation at all is a false positive. Long enough for slots to be reused
     // many times over and for hundreds of sweeps.
@@ -410,6 +431,7 @@ void ValidateOptions(const SimOptions& options) {
   ValidateWorkload(options);
   ValidateTiers(options);
   ValidatePaging(options);
+  ValidateSpeculative(options);
   ValidateCanary(options);
   ValidateFaults(options);
   // Last: the only check that asks the machine rather than the options.

@@ -43,6 +43,8 @@ enum class FaultKind {
   // The L3 tier below the host tier (--host-tier --l3-slots > 0).
   kL3Corrupt,
   kL3Stale,
+  // Speculative decoding (--draft-forwards > 1).
+  kEaglePositionPlusOne,
 };
 
 // The report's name: "req_to_token", "stride_view", ..., "position_skip".
@@ -73,6 +75,11 @@ struct SimOptions {
   // The KV layout: 0 = SGLang's per-token req_to_token; N > 0 = a paged block table of N-token
   // blocks (slot = block * N + offset, block 0 holds the padding slot). Must divide num_slots.
   int64_t block_size = 0;
+  // Speculative decoding, EAGLE-style: inner forwards of a decode step. 0 or 1 = a plain decode;
+  // D > 1: the first forward writes the accepted token as a plain decode does, each of the other
+  // D - 1 writes one draft token per request at the next position; the oracle model decides how
+  // many drafts are accepted, and the rejected drafts' slots are freed.
+  int64_t draft_forwards = 0;
 
   // --- the workload (seeded; shared system prompts and follow-ups make prefix sharing heavy) ---
   int64_t num_system_prompts = 4;      // distinct shared system prompts (at least 1 is used)
@@ -129,7 +136,8 @@ struct SimOptions {
 // block_size > 0, and the classes that break req_to_token itself (req_to_token, stride_view,
 // wrong_stride_read, stale_slot_reuse) need block_size 0; real_kv_deep_layer needs a pool of more
 // than four layers (num_layers > kMaxRealKvSources), so no preset (four layers) injects it and a
-// run asks for it with --layers. Everything else applies to every
+// run asks for it with --layers; eagle_position_plus_one needs draft forwards (draft_forwards >
+// 1). Everything else applies to every
 // engine. The canary's own settings (mode, real_data) do not count: a fault the canary is
 // configured too weakly to see is still injected and must show up as undetected.
 bool FaultApplies(FaultKind fault, const SimOptions& options);
@@ -138,7 +146,8 @@ bool FaultApplies(FaultKind fault, const SimOptions& options);
 // that apply). REQUIRES: ValidateOptions(options) passed.
 std::vector<FaultKind> EnabledFaults(const SimOptions& options);
 
-// The built-in scenarios, in the order `all` runs them: default, swa, offload, pd, paged, soak.
+// The built-in scenarios, in the order `all` runs them: default, swa, offload, pd, paged, eagle,
+// soak.
 std::vector<std::string> PresetNames();
 // The options of one preset (`scenario` set to its name). Throws UsageError for any other name,
 // "all" included (see ScenariosToRun).

@@ -17,7 +17,8 @@ constexpr int64_t SimOptions::*kIntFields[] = {
     &SimOptions::num_layers,      &SimOptions::bytes_per_token, &SimOptions::max_running_reqs,
     &SimOptions::max_context_len, &SimOptions::chunk_size,      &SimOptions::prefill_token_budget,
     &SimOptions::swa_window,      &SimOptions::swa_num_slots,   &SimOptions::sweep_interval,
-    &SimOptions::ring_capacity,   &SimOptions::fault_rate,      &SimOptions::block_size};
+    &SimOptions::ring_capacity,   &SimOptions::fault_rate,      &SimOptions::block_size,
+    &SimOptions::draft_forwards};
 constexpr std::string SimOptions::*kStringFields[] = {&SimOptions::device, &SimOptions::mode,
                                                       &SimOptions::real_data, &SimOptions::faults,
                                                       &SimOptions::progress};

@@ -38,7 +38,8 @@ TEST(SimOptions, FaultNamesAreTheSpecTableInOrder) {
       "real_kv_unused_cache", "real_kv_post_forward", "stale_slot_reuse",  "offload_drop",
       "pd_transfer_drop",     "swa_lut_stale",        "next_token_swap",   "position_skip",
       "block_table_swap",     "freed_block_reuse",    "real_kv_page",      "stale_out_cache_loc",
-      "real_kv_deep_layer",   "l3_corrupt",           "l3_stale"};
+      "real_kv_deep_layer",   "l3_corrupt",           "l3_stale",
+      "eagle_position_plus_one"};
   const std::vector<FaultKind> all = AllFaults();
   ASSERT_EQ(all.size(), spec.size());
   for (size_t i = 0; i < all.size(); ++i) {
@@ -187,8 +188,8 @@ TEST(SimOptions, EnabledFaultsResolvesAllNoneAndLists) {
   SimOptions options = ScenarioPreset("default");
   options.faults = "all";
   const std::vector<FaultKind> all = EnabledFaults(options);
-  // No SWA, host tier, L3, PD, block table or layer past the fourth in `default`.
-  EXPECT_EQ(all.size(), AllFaults().size() - 10);
+  // No SWA, host tier, L3, PD, block table, layer past the fourth or draft forward in `default`.
+  EXPECT_EQ(all.size(), AllFaults().size() - 11);
   for (FaultKind fault : all) EXPECT_TRUE(FaultApplies(fault, options)) << FaultName(fault);
   options.faults = "none";
   EXPECT_TRUE(EnabledFaults(options).empty());
@@ -200,7 +201,8 @@ TEST(SimOptions, EnabledFaultsResolvesAllNoneAndLists) {
 
 TEST(SimOptions, EveryPresetIsValidAndNamed) {
   const std::vector<std::string> names = PresetNames();
-  EXPECT_EQ(names, (std::vector<std::string>{"default", "swa", "offload", "pd", "paged", "soak"}));
+  EXPECT_EQ(names, (std::vector<std::string>{"default", "swa", "offload", "pd", "paged", "eagle",
+                                             "soak"}));
   for (const std::string& name : names) {
     const SimOptions options = ScenarioPreset(name);
     EXPECT_EQ(options.scenario, name);
@@ -219,6 +221,9 @@ TEST(SimOptions, PresetsExerciseWhatTheirNameSays) {
   EXPECT_TRUE(enables("offload", FaultKind::kL3Stale));
   EXPECT_TRUE(enables("pd", FaultKind::kPdTransferDrop));
   EXPECT_TRUE(enables("paged", FaultKind::kBlockTableSwap));
+  EXPECT_TRUE(enables("eagle", FaultKind::kEaglePositionPlusOne));
+  EXPECT_FALSE(enables("default", FaultKind::kEaglePositionPlusOne));
+  EXPECT_GT(ScenarioPreset("eagle").draft_forwards, 1);
   EXPECT_FALSE(enables("paged", FaultKind::kReqToToken));
   EXPECT_FALSE(enables("default", FaultKind::kSwaLutStale));
   const SimOptions def = ScenarioPreset("default");
@@ -231,14 +236,36 @@ TEST(SimOptions, PresetsExerciseWhatTheirNameSays) {
 }
 
 TEST(SimOptions, PresetsAreDistinct) {
-  std::set<std::tuple<int64_t, bool, bool, std::string, int64_t, int64_t, int64_t>> seen;
+  std::set<std::tuple<int64_t, bool, bool, std::string, int64_t, int64_t, int64_t, int64_t>> seen;
   for (const std::string& name : PresetNames()) {
     const SimOptions o = ScenarioPreset(name);
     EXPECT_TRUE(seen.insert({o.swa_window, o.host_tier, o.pd, o.faults, o.steps, o.num_slots,
-                             o.block_size})
+                             o.block_size, o.draft_forwards})
                     .second)
         << name << " repeats another preset";
   }
+}
+
+TEST(SimOptions, DraftForwardsRefuseTheLayoutsTheDraftsDoNotModel) {
+  const std::string expected = "--draft-forwards cannot be combined with --block-size";
+  SimOptions o = ScenarioPreset("eagle");
+  o.block_size = 16;
+  ExpectRejected(o, expected);
+  o = ScenarioPreset("eagle");
+  o.swa_window = 64;
+  ExpectRejected(o, expected);
+  o = ScenarioPreset("eagle");
+  o.pd = true;
+  ExpectRejected(o, expected);
+  o = ScenarioPreset("eagle");
+  o.on_violation = "quarantine";
+  ExpectRejected(o, expected);
+  o = ScenarioPreset("default");
+  o.faults = "eagle_position_plus_one";
+  ExpectRejected(o, "eagle_position_plus_one does not apply to this engine: it needs "
+                    "--draft-forwards > 1");
+  o.draft_forwards = 2;
+  EXPECT_EQ(ValidationError(o), "");
 }
 
 TEST(SimOptions, UnknownScenarioIsAUsageErrorListingTheValidOnes) {
@@ -248,7 +275,7 @@ TEST(SimOptions, UnknownScenarioIsAUsageErrorListingTheValidOnes) {
     ScenariosToRun("bogus");
     FAIL() << "no error";
   } catch (const UsageError& error) {
-    EXPECT_NE(std::string(error.what()).find("default, swa, offload, pd, paged, soak, all"),
+    EXPECT_NE(std::string(error.what()).find("default, swa, offload, pd, paged, eagle, soak, all"),
               std::string::npos)
         << error.what();
   }
@@ -260,7 +287,7 @@ TEST(SimOptions, RejectsUnknownFaultListingTheValidOnes) {
   SimOptions o;
   o.faults = "req_to_token,bit_rot";
   ExpectRejected(o, "--faults: unknown fault 'bit_rot' (valid: all, none, req_to_token, ");
-  ExpectRejected(o, "real_kv_deep_layer, l3_corrupt, l3_stale)");
+  ExpectRejected(o, "real_kv_deep_layer, l3_corrupt, l3_stale, eagle_position_plus_one)");
   o.faults = ",";
   ExpectRejected(o, "--faults is empty");
 }
