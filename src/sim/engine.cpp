@@ -387,19 +387,4 @@ void Engine::Drain(int steps) {
   }
 }
 
-Request* Engine::FindRunning(int64_t id) const {
-  for (const std::unique_ptr<Request>& req : scheduler_->running()) {
-    if (req->spec.id == id) return req.get();
-  }
-  return nullptr;
-}
-
-void Engine::Abort(Request* req, const std::vector<int64_t>& keep) {
-  if (swa_) swa_->ReleaseAll(req->spec.id);
-  if (held_) held_->Discard(req->spec.id);
-  expected_.erase(req->spec.id);
-  last_true_sample_.erase(req->spec.id);
-  scheduler_->Abort(req, keep);
-}
-
 }  // namespace kvcanary::sim

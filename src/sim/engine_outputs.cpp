@@ -1,5 +1,6 @@
 // What the engine hands out: each sampled token's oracle expectation, finished requests (their
-// whole output checked against the oracle first) and the violations the runtime reported.
+// whole output checked against the oracle first) and the violations the runtime reported; and
+// the running requests a caller may look up or abort.
 #include "kvcanary/hash.h"
 #include "sim/engine.h"
 
@@ -47,6 +48,21 @@ std::vector<ReportedViolation> Engine::TakeViolations() {
   taken.swap(violations_);
   violations_seen_ = 0;
   return taken;
+}
+
+Request* Engine::FindRunning(int64_t id) const {
+  for (const std::unique_ptr<Request>& req : scheduler_->running()) {
+    if (req->spec.id == id) return req.get();
+  }
+  return nullptr;
+}
+
+void Engine::Abort(Request* req, const std::vector<int64_t>& keep) {
+  if (swa_) swa_->ReleaseAll(req->spec.id);
+  if (held_) held_->Discard(req->spec.id);
+  expected_.erase(req->spec.id);
+  last_true_sample_.erase(req->spec.id);
+  scheduler_->Abort(req, keep);
 }
 
 }  // namespace kvcanary::sim

@@ -258,43 +258,6 @@ std::vector<int64_t> RadixCache::Evict(int64_t num_tokens, const EvictCallback& 
   return released;
 }
 
-std::vector<RadixCache::NodeId> RadixCache::ResidentNodesHolding(
-    const std::set<int64_t>& slots) const {
-  std::vector<NodeId> holding;
-  for (NodeId id = 1; id < static_cast<NodeId>(nodes_.size()); ++id) {
-    const Node& n = nodes_[id];
-    if (!n.live) continue;
-    for (int64_t slot : n.slots) {
-      if (slots.count(slot)) {
-        holding.push_back(id);
-        break;
-      }
-    }
-  }
-  return holding;
-}
-
-std::vector<int64_t> RadixCache::Remove(NodeId node) {
-  const Node& n = At(node);
-  if (node == kRoot || !IsResident(node) || n.lock_ref != 0) {
-    Fail("Remove of node " + std::to_string(node) + ": expected an unlocked resident node");
-  }
-  std::vector<int64_t> released;
-  std::vector<NodeId> stack{node};
-  while (!stack.empty()) {
-    const NodeId id = stack.back();
-    stack.pop_back();
-    for (const auto& [token, child] : nodes_[id].children) stack.push_back(child);
-    released.insert(released.end(), nodes_[id].slots.begin(), nodes_[id].slots.end());
-  }
-  const auto len = static_cast<int64_t>(released.size());
-  device_tokens_ -= len;
-  evictable_tokens_ -= len;  // the subtree is unlocked: lock_ref counts descendants' locks
-  stats_.evicted_tokens += len;
-  Drop(node);
-  return released;
-}
-
 void RadixCache::Drop(NodeId node) {
   // Resident nodes' device tokens were already taken off the counters by the caller (Evict drops
   // a node without resident children, Remove a whole unlocked subtree).
