@@ -347,9 +347,7 @@ bool Engine::Step(int64_t step, EngineHooks& hooks) {
   AcceptDrafts();
   if (held_) HoldSampled(batch, sampled, outer, done);
   for (std::unique_ptr<Request>& req : done) {
-    expected_.erase(req->spec.id);
-    last_true_sample_.erase(req->spec.id);
-    if (swa_) swa_->ReleaseAll(req->spec.id);
+    ForgetRequest(req->spec.id);
     Finish(std::move(req));
   }
   if (swa_) {

@@ -245,6 +245,9 @@ class Engine {
   uint64_t SwaHash(const int32_t* slot_row, int64_t seq_len, int64_t query) const;
   uint64_t ExpectedSwaHash(const Request& req, int64_t seq_len, int64_t query) const;
   ExpectedState& ExpectedFor(const Request& req);
+  // Drops what the engine keeps per request (its oracle state, its last sampled token, its SWA
+  // slots): it finished, was aborted, or goes back to be recomputed.
+  void ForgetRequest(int64_t id);
   // The oracle's next token after the request's first seq_len tokens (appended to `state` up to
   // there): what an uncorrupted engine samples.
   int64_t OracleToken(const Request& req, ExpectedState& state, int64_t seq_len) const;

@@ -57,11 +57,15 @@ Request* Engine::FindRunning(int64_t id) const {
   return nullptr;
 }
 
+void Engine::ForgetRequest(int64_t id) {
+  expected_.erase(id);
+  last_true_sample_.erase(id);
+  if (swa_) swa_->ReleaseAll(id);
+}
+
 void Engine::Abort(Request* req, const std::vector<int64_t>& keep) {
-  if (swa_) swa_->ReleaseAll(req->spec.id);
   if (held_) held_->Discard(req->spec.id);
-  expected_.erase(req->spec.id);
-  last_true_sample_.erase(req->spec.id);
+  ForgetRequest(req->spec.id);
   scheduler_->Abort(req, keep);
 }
 

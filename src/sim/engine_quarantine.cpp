@@ -116,13 +116,9 @@ void Engine::Recompute(int64_t id, const std::set<int64_t>& failing_units) {
     scheduler_->Resubmit(std::move(*it), req->delivered);
     finishing_.erase(it);
   }
-  expected_.erase(id);
-  if (req->output.empty()) {
-    last_true_sample_.erase(id);
-  } else {
-    last_true_sample_[id] = req->output.back();
-  }
-  if (swa_) swa_->ReleaseAll(id);
+  ForgetRequest(id);
+  // Its last delivered token is the sampler's own: the write of it is checked against that.
+  if (!req->output.empty()) last_true_sample_[id] = req->output.back();
   quarantine_stats_.requests_recomputed += 1;
 }
 
