@@ -93,12 +93,6 @@ KVC_HOST_DEVICE VerifyEntry FusedEntryAt(const FusedVerifyParams& p, int64_t r, 
   return entry;
 }
 
-// Only the slot of batch row r at `position` (what a prefetch needs).
-KVC_HOST_DEVICE int64_t FusedSlotAt(const FusedVerifyParams& p, int64_t r, int64_t position) {
-  return TranslateSlot(p.in.lut,
-                       ReadReqToToken(p.in.req_to_token, p.in.req_pool_indices[r], position));
-}
-
 KVC_HOST_DEVICE VerifyEntry FusedEntry(const FusedVerifyParams& p, int64_t e) {
   const int64_t r = RowOfEntry(p.scratch, p.in.bs, e);
   return FusedEntryAt(p, r, EntryPosition(p.in, p.scratch, r, e));

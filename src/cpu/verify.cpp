@@ -9,27 +9,39 @@
 #include "core/wrap.h"
 #include "cpu/backend.h"
 #include "cpu/parallel.h"
+#include "cpu/prefetch.h"
 #include "cpu/ring.h"
 
 namespace kvcanary::cpu {
 namespace {
 
-constexpr int64_t kPrefetchDistance = 16;
+// Entries are derived a block of kBlockEntries at a time, one block ahead of the check, and the
+// records and real-KV strips of a derived block are then prefetched in a tight loop of their own.
+// Every entry costs a few random cache misses (its record, one strip per layer of each source), and
+// each miss usually needs a page walk that holds the prefetch back from retiring: spread among the
+// check's instructions, one prefetch at a time stalls the core; issued back to back, a block's
+// walks and misses overlap.
+constexpr int64_t kBlockEntries = 16;
+constexpr int64_t kLookaheadSlots = 2 * kBlockEntries;
 
-// Asks for the real-KV strips a fingerprint of `slot` will fold (each layer of each source): in
-// `partial` every entry reads one random strip per layer besides its record, and a miss waited
-// for one at a time costs as much as the record's. A hint only; results cannot change.
-void PrefetchRealKv(const RealKvParams& real_kv, int64_t slot) {
+// Asks for the real-KV strips a fingerprint of `slot` will fold (each layer of each source).
+inline void PrefetchRealKv(const RealKvParams& real_kv, int64_t slot) {
   for (int32_t i = 0; i < real_kv.num_sources; ++i) {
     const RealKvSourceParams& source = real_kv.sources[i];
-    const int64_t row = slot / source.page_size;
-    if (row >= source.rows) continue;
-    const int64_t offset =
-        row * source.row_stride_bytes + (slot % source.page_size) * source.num_bytes_per_token;
+    const int64_t offset = StripOffset(source, slot);
+    if (offset < 0) continue;
     for (int64_t layer = 0; layer < source.num_layers; ++layer) {
-      __builtin_prefetch(LayerBase(source, layer) + offset);
+      PrefetchLine(LayerBase(source, layer) + offset);
     }
   }
+}
+
+// Asks for the record and strips CheckEntry will read for `entry` (a hint only; results cannot
+// change). The predecessor's record is the previous entry's but for a row's first entry.
+inline void PrefetchEntry(const LaunchParams& launch, const VerifyEntry& entry) {
+  if (!IsCheckedSlot(launch, entry.slot)) return;
+  PrefetchLine(launch.canary + entry.slot * launch.slot_stride_bytes);
+  PrefetchRealKv(launch.real_kv, entry.slot);
 }
 
 // The rows one chunk found: those that can still reach the ring, and how many more.
@@ -38,8 +50,40 @@ struct ChunkRows {
   int64_t dropped = 0;
 };
 
-// Counts the launch, then checks entries [0, n) of an enabled launch. make_cursor() gives an
-// object whose At(e) returns entry e and SlotAt(e) its slot, each asked for in increasing e.
+// Entries [first, end) of a chunk, each derived once, one block ahead of its check.
+template <typename Cursor>
+class Lookahead {
+ public:
+  Lookahead(const LaunchParams& launch, Cursor cursor, int64_t first, int64_t end)
+      : launch_(launch), cursor_(cursor), first_(first), end_(end), next_(first) {
+    DeriveBlock();
+    DeriveBlock();
+  }
+  // Entry e, asked for in increasing e from `first`; at each block's start derives the next.
+  const VerifyEntry& Take(int64_t e) {
+    if (e != first_ && ((e - first_) & (kBlockEntries - 1)) == 0) DeriveBlock();
+    return ring_[(e - first_) & (kLookaheadSlots - 1)];
+  }
+
+ private:
+  void DeriveBlock() {
+    const int64_t block_first = next_;
+    const int64_t block_end = std::min(end_, block_first + kBlockEntries);
+    for (; next_ < block_end; ++next_) ring_[(next_ - first_) & (kLookaheadSlots - 1)] = cursor_.At(next_);
+    for (int64_t e = block_first; e < block_end; ++e) {
+      PrefetchEntry(launch_, ring_[(e - first_) & (kLookaheadSlots - 1)]);
+    }
+  }
+  const LaunchParams& launch_;
+  Cursor cursor_;
+  int64_t first_;
+  int64_t end_;
+  int64_t next_;
+  VerifyEntry ring_[kLookaheadSlots];
+};
+
+// Counts the launch, then checks entries [0, n) of an enabled launch. make_cursor(first) gives an
+// object whose At(e) returns entry e, asked for in increasing e from `first`.
 template <typename MakeCursor>
 void CheckEntries(const LaunchParams& launch, bool check_token, bool enabled, int64_t n,
                   MakeCursor&& make_cursor) {
@@ -53,20 +97,10 @@ void CheckEntries(const LaunchParams& launch, bool check_token, bool enabled, in
   const int64_t keep = std::max<int64_t>(0, launch.ring_capacity - *launch.write_index);
   std::vector<ChunkRows> found(chunks);
   ForEachChunk(n, chunks, [&](int chunk, int64_t begin, int64_t end) {
-    auto cursor = make_cursor(begin);
-    auto ahead = make_cursor(begin + kPrefetchDistance);
+    Lookahead lookahead(launch, make_cursor(begin), begin, end);
     for (int64_t e = begin; e < end; ++e) {
-      // Records are random 32-byte reads: asking for the one kPrefetchDistance entries ahead keeps
-      // several cache misses in flight instead of one (a hint only; results cannot change).
-      if (e + kPrefetchDistance < end) {
-        const int64_t slot = ahead.SlotAt(e + kPrefetchDistance);
-        if (IsCheckedSlot(launch, slot)) {
-          __builtin_prefetch(launch.canary + slot * launch.slot_stride_bytes);
-          PrefetchRealKv(launch.real_kv, slot);
-        }
-      }
       ViolationRow row;
-      if (CheckEntry(launch, check_token, cursor.At(e), &row) == 0) continue;
+      if (CheckEntry(launch, check_token, lookahead.Take(e), &row) == 0) continue;
       ChunkRows& rows = found[chunk];
       if (static_cast<int64_t>(rows.kept.size()) < keep) {
         rows.kept.push_back(row);
@@ -85,7 +119,6 @@ void CheckEntries(const LaunchParams& launch, bool check_token, bool enabled, in
 struct PlannedCursor {
   const VerifyParams* params;
   VerifyEntry At(int64_t e) const { return PlannedEntry(*params, e); }
-  int64_t SlotAt(int64_t e) const { return params->slot_indices[e]; }
 };
 
 // Entries derived from the plan inputs: the row found once by binary search, then walked forward
@@ -104,10 +137,6 @@ struct FusedCursor {
     last_position = position;
     last_slot = entry.slot;
     return entry;
-  }
-  int64_t SlotAt(int64_t e) {
-    const int64_t r = WalkTo(e);
-    return FusedSlotAt(*params, r, PositionOf(r, e));
   }
   int64_t WalkTo(int64_t e) {
     while (row + 1 < params->in.bs && params->scratch[row + 1] <= e) ++row;
