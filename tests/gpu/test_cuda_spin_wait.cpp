@@ -147,8 +147,9 @@ TEST_F(CudaSpinWait, TheFuzzersCapturedPointsSpinForEachStepsDraw) {
     const runtime::JitterCycles& drawn = fuzzer.StageStep(stream());
     int64_t total = 0;
     for (int64_t ticks : drawn) total += ticks;
-    const double ms = TimeMs(stream(),
-                             [&](cudaStream_t s) { KVC_CUDA_CHECK(cudaGraphLaunch(graph.exec, s)); });
+    const double ms = TimeMs(stream(), [&](cudaStream_t s) {
+      KVC_CUDA_CHECK(cudaGraphLaunch(graph.exec, s));
+    });
     EXPECT_GE(ms, 0.98 * LeastMs(total)) << "step " << step << ", " << total << " ticks";
   }
 }
