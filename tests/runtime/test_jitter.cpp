@@ -4,13 +4,19 @@
 // the CPU the spin-wait op is a no-op, so the runtime's results do not change with jitter on.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstdint>
 #include <string>
 #include <vector>
 
+#ifdef KVC_HAVE_CUDA
+#include <cuda_runtime.h>
+#endif
+
 #include "kvcanary/runtime/canary_manager.h"
 #include "kvcanary/error.h"
 #include "kvcanary/runtime/config.h"
+#include "kvcanary/runtime/device_memory.h"
 #include "kvcanary/spin_wait.h"
 #include "runtime/fake_engine.h"
 #include "runtime/jitter.h"
@@ -187,6 +193,43 @@ TEST(JitterRuntime, CpuResultsDoNotChangeWithJitterOn) {
   EXPECT_EQ(rows[0], rows[1]);
   EXPECT_EQ(device_bytes[1] - device_bytes[0], 32);
 }
+
+#ifdef KVC_HAVE_CUDA
+// On CUDA the four launches are real spins: a step (its four points, the verify and write
+// launches) takes at least the ticks its draw gave them, at the device's peak clock, and the
+// points still come in order. Skips without a device.
+TEST(JitterRuntime, OnCudaEachStepSpinsForItsDraw) {
+  if (!CudaDeviceAvailable()) GTEST_SKIP() << "no CUDA device";
+  int khz = 0;
+  ASSERT_EQ(cudaDeviceGetAttribute(&khz, cudaDevAttrClockRate, 0), cudaSuccess);
+  Config config = JitterConfig(1.0, 31);
+  config.jitter_max_cycles = 4'000'000;
+  testing::FakeEngineOptions options = EngineWith(config);
+  options.device = Device::CUDA(0);
+  RecordedEngine run(options);
+  run.engine.AddRequest(5);
+  run.engine.Step();  // warm-up: module loads
+  JitterDraw expected(1.0, 4'000'000, 31);
+  expected.Next();
+  for (int step = 1; step < 5; ++step) {
+    run.recorder.events.clear();
+    const JitterCycles drawn = expected.Next();
+    const auto start = std::chrono::steady_clock::now();
+    run.engine.Step();
+    run.engine.Synchronize();
+    const std::chrono::duration<double, std::milli> ms = std::chrono::steady_clock::now() - start;
+    int64_t total = 0;
+    std::vector<std::pair<std::string, int64_t>> wanted;
+    for (int point = 0; point < kNumJitterPoints; ++point) {
+      total += drawn[point];
+      wanted.emplace_back(kPointEvents[point], drawn[point]);
+    }
+    EXPECT_EQ(JitterEvents(run.recorder), wanted) << "step " << step;
+    EXPECT_GE(ms.count(), 0.98 * static_cast<double>(total) / khz) << "step " << step;
+  }
+  EXPECT_TRUE(run.recorder.rows.empty());
+}
+#endif
 
 TEST(JitterRuntime, JitterOffSendsNoEvent) {
   Config off = JitterConfig(1.0, 1);
