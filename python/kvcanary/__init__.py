@@ -7,7 +7,8 @@ arrays); CPU tensors run the CPU backend, CUDA tensors the CUDA backend on their
 torch's current stream unless ``stream=`` says otherwise. Launchers never synchronise.
 
 Submodules mirror SGLang's: ``kvcanary.consts``, ``kvcanary.verify``, ``kvcanary.write``,
-``kvcanary.plan``, ``kvcanary.scatter_req_token_ids``; ``kvcanary.report`` formats violations;
+``kvcanary.plan``, ``kvcanary.scatter_req_token_ids``, ``kvcanary.spin_wait`` (the timing-jitter
+fuzzer's delay); ``kvcanary.report`` formats violations;
 ``kvcanary.runtime`` is the host runtime (install, the step protocol, stats) over the C++ one.
 """
 
@@ -55,6 +56,7 @@ from kvcanary.plan import (
 )
 from kvcanary.report import format_violation
 from kvcanary.scatter_req_token_ids import launch_scatter_req_token_ids_kernel
+from kvcanary.spin_wait import launch_spin_wait_kernel
 from kvcanary.verify import (
     RealKvSource,
     VerifyOrWriteContext,
@@ -119,6 +121,7 @@ __all__ = [
     "launch_plan_entries_kernel",
     "launch_plan_offsets_kernel",
     "launch_scatter_req_token_ids_kernel",
+    "launch_spin_wait_kernel",
     "launch_swa_translate_kernel",
     "real_kv_hash",
     "splitmix64",

@@ -103,6 +103,7 @@ PYBIND11_MODULE(_kvcanary, m) {
   m.def("fused_verify", &FusedVerify_Launch);
   m.def("write", &Write_Launch);
   m.def("scatter_req_token_ids", &Scatter_Launch);
+  m.def("spin_wait", &SpinWait_Launch);
 
   // The host runtime (kvcanary.runtime): runtime_binding.cpp.
   Runtime_Register(m);

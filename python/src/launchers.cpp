@@ -188,4 +188,13 @@ void Scatter_Launch(const py::kwargs& kwargs) {
   Run(&Scatter, args, kw);
 }
 
+void SpinWait_Launch(const py::kwargs& kwargs) {
+  static const TensorField<SpinWaitArgs> kTensors[] = {{"cycles", &SpinWaitArgs::cycles}};
+  const Keywords kw(kwargs);
+  ImportScope scope;
+  SpinWaitArgs args;
+  ImportTensors(kw, scope, args, kTensors);
+  Run(&SpinWait, args, kw);
+}
+
 }  // namespace kvcanary::python

@@ -1,7 +1,7 @@
-// The eight launchers of the binding (plan, plan_offsets, plan_entries, swa_translate, verify,
-// fused_verify, write, scatter_req_token_ids). Each takes the keyword arguments the Python
-// launcher of the same name forwards (python/kvcanary/), imports them into the op's argument
-// struct by name, releases the GIL for the op and returns when it returns (CPU: the work is done;
+// The nine launchers of the binding (plan, plan_offsets, plan_entries, swa_translate, verify,
+// fused_verify, write, scatter_req_token_ids, spin_wait). Each takes the keyword arguments the
+// Python launcher of the same name forwards (python/kvcanary/), imports them into the op's
+// argument struct by name, releases the GIL for the op and returns when it returns (CPU: the work is done;
 // CUDA: it is enqueued on `stream`). A keyword not passed reads as None.
 #pragma once
 
@@ -17,5 +17,6 @@ void Verify_Launch(const pybind11::kwargs& kwargs);
 void FusedVerify_Launch(const pybind11::kwargs& kwargs);
 void Write_Launch(const pybind11::kwargs& kwargs);
 void Scatter_Launch(const pybind11::kwargs& kwargs);
+void SpinWait_Launch(const pybind11::kwargs& kwargs);
 
 }  // namespace kvcanary::python

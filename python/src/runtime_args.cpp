@@ -102,6 +102,11 @@ const FieldTable<Config>& ConfigFields() {
        [](Config& c, py::handle v) {
          c.on_violation = runtime::ParseOnViolation(StrArg(v, "on_violation"));
        }},
+      BoolField("jitter_enabled", &Config::jitter_enabled),
+      NumberField("jitter_per_slot_fire_prob", &Config::jitter_per_slot_fire_prob),
+      Int64Field("jitter_max_cycles", &Config::jitter_max_cycles),
+      {"jitter_seed", [](const Config& c) { return py::int_(c.jitter_seed); },
+       [](Config& c, py::handle v) { c.jitter_seed = U64Arg(v, "jitter_seed"); }},
   };
   return table;
 }

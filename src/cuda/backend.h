@@ -22,6 +22,8 @@ int LaunchHalves(const VerifyHalves& halves, int device, StreamHandle stream);
 int LaunchHalves(const FusedVerifyHalves& halves, int device, StreamHandle stream);
 int LaunchHalves(const WriteHalves& halves, int device, StreamHandle stream);
 int Scatter(const ScatterParams& params, int device, StreamHandle stream);
+// One thread spinning for min(*params.cycles, params.max_cycles) clock ticks (the jitter fuzzer).
+int SpinWait(const SpinWaitParams& params, int device, StreamHandle stream);
 
 // cudaGetErrorString of a code these functions returned.
 const char* ErrorString(int error_code);

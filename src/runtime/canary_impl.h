@@ -11,6 +11,7 @@
 //   verify_path_*.cpp    how HEAD/TAIL verification runs (planned or fused)
 //   perturbation.cpp     fault injection: the Perturber, which sees the runtime only
 //                        through PerturbationHost
+//   jitter.cpp           the timing-jitter fuzzer's draw, upload and spin-wait launches
 #pragma once
 
 #include <array>
@@ -27,6 +28,7 @@
 #include "runtime/affected_requests.h"
 #include "runtime/delayed_read.h"
 #include "runtime/incident_file.h"
+#include "runtime/jitter.h"
 #include "runtime/perturbation.h"
 #include "runtime/runtime_state.h"
 #include "runtime/swa_divergence.h"
@@ -144,6 +146,10 @@ class CanaryManager::Impl final : public PerturbationHost {
   void CheckTransition(const ForwardState& forward, Phase expected, Phase next) const;
   void Transition(ForwardState& forward, Phase expected, Phase next);
   ForwardState& ForwardAt(int inner);
+  // The timing-jitter fuzzer at `point` of a forward (nothing when it is off): the spin-wait
+  // launch unless `launch` is false (a graph replay runs the captured one), and a perturbation
+  // event "jitter_<point>" carrying the step's ticks when the point fires.
+  void Jitter(JitterPoint point, bool launch = true);
   void UploadTokenPool(ForwardState& forward, const std::vector<int64_t>& offsets);
   // Plan arguments for batch rows [row_begin, row_end) of the forward, for group `group`.
   PlanArgs PlanArgsOf(const ForwardState& forward, size_t group, int64_t row_begin,
@@ -249,6 +255,8 @@ class CanaryManager::Impl final : public PerturbationHost {
 
   // Fault injection: present when the install's PerturbConfig enables any kind.
   std::unique_ptr<Perturber> perturber_;
+  // The timing-jitter fuzzer: present when Config::jitter_enabled.
+  std::unique_ptr<JitterFuzzer> jitter_;
   PerturbationListener perturbation_listener_;
 };
 

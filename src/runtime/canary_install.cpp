@@ -219,6 +219,7 @@ CanaryManager::Impl::Impl(const Config& config, const InstallArgs& args)
       std::make_unique<HealthChecker>(active_tags_, config.sweep_interval, config.enable_mha_v);
 
   if (args.perturb.AnyEnabled()) perturber_ = std::make_unique<Perturber>(*this, args.perturb);
+  if (config.jitter_enabled) jitter_ = std::make_unique<JitterFuzzer>(config, device_);
 
   device_bytes_ = CountDeviceBytes();
   std::ostringstream kinds;

@@ -49,6 +49,11 @@ void CanaryManager::ReplayedForward(int inner) {
   ForwardState& forward = impl_->ForwardAt(inner);
   impl_->Transition(forward, Phase::kAfterPreOut, Phase::kAfterPreMaybeIn);
   impl_->Transition(forward, Phase::kAfterPreMaybeIn, Phase::kAfterPostMaybeIn);
+  // The graph's spin-wait launches replay with the ticks BeginStep copied in.
+  for (const JitterPoint point : {JitterPoint::kPreHead, JitterPoint::kPostHead,
+                                  JitterPoint::kPostAttn, JitterPoint::kPostTail}) {
+    impl_->Jitter(point, /*launch=*/false);
+  }
 }
 
 void CanaryManager::AbandonStep() {
@@ -87,7 +92,8 @@ int64_t CanaryManager::Impl::CountDeviceBytes() const {
   int64_t total = state_.ring.bytes() + state_.write_index.bytes() + state_.kernel_counters.bytes() +
                   state_.slot_counters.bytes() + state_.chain_assert_flag.bytes() +
                   state_.expected_token_pool.bytes() + state_.verify_phase.bytes() +
-                  sweep_.walk.bytes() + stats_.staging.bytes();
+                  sweep_.walk.bytes() + stats_.staging.bytes() +
+                  (jitter_ ? jitter_->device_bytes() : 0);
   for (const GroupState& group : groups_) {
     for (const DeviceBuffer& buffer : group.buffers) total += buffer.bytes();
     for (const DeviceBuffer& table : group.layer_tables) total += table.bytes();

@@ -1,6 +1,7 @@
 // The four-phase step protocol: phase 1 and 4 run on the host outside any
 // graph; phases 2 and 3 only enqueue ops on the compute stream, so an engine may capture them.
 #include <algorithm>
+#include <string>
 
 #include "kvcanary/error.h"
 #include "runtime/canary_impl.h"
@@ -88,6 +89,8 @@ void CanaryManager::Impl::BeginStep(const StepInput& input) {
     CheckForwardInput(forwards_[i], input.forwards[i], input.host[i]);
   }
   step_.num_forwards = static_cast<int>(count);
+  // The step's jitter ticks reach the device before any of its forwards' launches read them.
+  if (jitter_) jitter_->StageStep(stream_);
   for (size_t i = 0; i < count; ++i) {
     ForwardState& forward = forwards_[i];
     Transition(forward, Phase::kIdle, Phase::kAfterPreOut);
@@ -192,6 +195,7 @@ PlanArgs CanaryManager::Impl::PlanArgsOf(const ForwardState& forward, size_t gro
 void CanaryManager::Impl::PreForward(int inner) {
   ForwardState& forward = ForwardAt(inner);
   Transition(forward, Phase::kAfterPreOut, Phase::kAfterPreMaybeIn);
+  Jitter(JitterPoint::kPreHead);
   const ForwardBatch& batch = forward.batch;
   for (size_t g = 0; g < groups_.size(); ++g) {
     Plan(PlanArgsOf(forward, g, 0, batch.batch_size), stream_);
@@ -205,12 +209,15 @@ void CanaryManager::Impl::PreForward(int inner) {
     }
   }
   LaunchEndpoints(inner, Stage::kHead);
+  Jitter(JitterPoint::kPostHead);
 }
 
 void CanaryManager::Impl::PostForward(int inner) {
   ForwardState& forward = ForwardAt(inner);
   Transition(forward, Phase::kAfterPreMaybeIn, Phase::kAfterPostMaybeIn);
+  Jitter(JitterPoint::kPostAttn);  // the model has run: no finer hook than this one
   LaunchEndpoints(inner, Stage::kTail);
+  Jitter(JitterPoint::kPostTail);
   // The forward's last in-graph verify has read its rows' phases: their next forward checks the
   // next 1/K of their prefixes (a TAIL split in phase 4 then samples with the next phases: any
   // phase's sample fits the ranges DecideSplit cut).
@@ -288,6 +295,17 @@ void CanaryManager::Impl::EndStep() {
   CheckHealth();
   LogStats();
   ReportSwaDivergence();
+}
+
+void CanaryManager::Impl::Jitter(JitterPoint point, bool launch) {
+  if (!jitter_) return;
+  if (launch) jitter_->Launch(point, stream_);
+  const int64_t ticks = jitter_->step_cycles()[static_cast<int>(point)];
+  if (ticks > 0) {
+    Emit({.kind = std::string("jitter_") + JitterPointName(point),
+          .step = step_.outer,
+          .replacement = ticks});
+  }
 }
 
 ForwardState& CanaryManager::Impl::ForwardAt(int inner) {

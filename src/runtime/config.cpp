@@ -10,6 +10,7 @@
 #include "kvcanary/checked.h"
 #include "kvcanary/error.h"
 #include "kvcanary/plan.h"
+#include "kvcanary/spin_wait.h"
 
 namespace kvcanary::runtime {
 namespace {
@@ -92,6 +93,8 @@ constexpr IntSetting kIntSettings[] = {
     {"KVCANARY_SWA_DIVERGENCE_STATS_INTERVAL", "swa_divergence_stats_interval",
      &Config::swa_divergence_stats_interval, 0, kMaxStepInterval},
     {"KVCANARY_VERIFY_SAMPLE", "verify_sample", &Config::verify_sample, 1, kMaxVerifySample},
+    {"KVCANARY_JITTER_MAX_CYCLES", "jitter_max_cycles", &Config::jitter_max_cycles, 1,
+     kMaxSpinWaitCycles},
 };
 
 // Every boolean setting of Config and its variable.
@@ -104,6 +107,7 @@ constexpr std::pair<const char*, bool Config::*> kBoolSettings[] = {
     {"KVCANARY_REPORT_UNTOUCHED_ROWS", &Config::report_untouched_rows},
     {"KVCANARY_ALLREDUCE_VIOLATION_SIGNAL", &Config::allreduce_violation_signal},
     {"KVCANARY_FUSED_VERIFY", &Config::fused_verify},
+    {"KVCANARY_JITTER_ENABLED", &Config::jitter_enabled},
 };
 
 // A seed is any 64-bit pattern: a negative integer or one above INT64_MAX are both accepted.
@@ -207,8 +211,13 @@ void Config::Validate() const {
   for (const IntSetting& setting : kIntSettings) {
     CheckInRange(setting.field, this->*setting.member, setting.lo, setting.hi);
   }
+  CheckInRange("jitter_per_slot_fire_prob", jitter_per_slot_fire_prob, 0.0, 1.0);
   if (sweep_interval > 0 && mode == Mode::kNone) {
     ThrowError("kv-canary: sweep_interval > 0 requires mode in {log, raise}");
+  }
+  // Mode none installs nothing, so there would be no forward to shake.
+  if (jitter_enabled && mode == Mode::kNone) {
+    ThrowError("kv-canary: KVCANARY_JITTER_ENABLED requires mode in {log, raise}");
   }
   if (on_violation == OnViolation::kQuarantine && mode != Mode::kLog) {
     ThrowError("kv-canary: on_violation quarantine requires mode log, got mode ", ModeName(mode));
@@ -232,7 +241,10 @@ std::string Config::ToString() const {
       << ", fused_verify=" << BoolName(fused_verify)
       << ", fingerprint_layers=" << FingerprintLayersName(fingerprint_layers)
       << ", verify_sample=" << verify_sample
-      << ", on_violation=" << OnViolationName(on_violation) << ")";
+      << ", on_violation=" << OnViolationName(on_violation)
+      << ", jitter_enabled=" << BoolName(jitter_enabled)
+      << ", jitter_per_slot_fire_prob=" << jitter_per_slot_fire_prob
+      << ", jitter_max_cycles=" << jitter_max_cycles << ", jitter_seed=" << jitter_seed << ")";
   return out.str();
 }
 
@@ -259,6 +271,11 @@ Config Config::FromEnv(const EnvLookup& env) {
   if (const std::optional<std::string> path = env("KVCANARY_INCIDENT_FILE")) {
     config.incident_file = std::string(Trim(*path));
   }
+  ReadVar(env, "KVCANARY_JITTER_PER_SLOT_FIRE_PROB", ParseNumber, [&](double v) {
+    CheckInRange("KVCANARY_JITTER_PER_SLOT_FIRE_PROB", v, 0.0, 1.0);
+    config.jitter_per_slot_fire_prob = v;
+  });
+  ReadVar(env, "KVCANARY_JITTER_SEED", ParseSeed, [&](uint64_t v) { config.jitter_seed = v; });
   config.Validate();
   return config;
 }

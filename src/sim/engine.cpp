@@ -39,6 +39,9 @@ runtime::Config CanaryConfig(const SimOptions& options) {
   config.sweep_interval = config.mode == runtime::Mode::kNone ? 0 : options.sweep_interval;
   config.ring_capacity = options.ring_capacity;
   config.verify_sample = options.verify_sample;
+  config.jitter_enabled = options.jitter;
+  config.jitter_max_cycles = options.jitter_max_cycles;
+  config.jitter_seed = options.seed;
   config.stats_print_every_n_steps = 100;
   config.enable_write_input_assert = true;
   config.enable_mha_v = true;

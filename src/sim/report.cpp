@@ -231,6 +231,7 @@ void PrintReport(std::ostream& out, const ScenarioReport& report) {
       << ", real-data " << report.real_data;
   // Shown only when sampling, so the full verify's header reads as it always has.
   if (report.verify_sample > 1) out << ", verify-sample " << report.verify_sample;
+  if (report.jitter) out << ", jitter";
   out << "; faults enabled " << report.faults_enabled.size() << " of " << AllFaults().size()
       << " (not enabled: " << FaultNames(inapplicable) << ")\n\n";
   PrintFaultTable(out, report);

@@ -76,6 +76,7 @@ struct ScenarioReport {
   std::string real_data;
   std::string on_violation = "log";  // --on-violation
   int64_t verify_sample = 1;  // HEAD/TAIL verify a rotating 1/K of every prefix (--verify-sample)
+  bool jitter = false;        // the timing-jitter fuzzer was on (--jitter)
   std::vector<FaultKind> faults_enabled;  // EnabledFaults() of the run's options
   std::vector<Injection> injections;      // in injection order
   std::vector<ObservedViolation> false_positives;

@@ -106,6 +106,7 @@ ScenarioReport RunScenario(const SimOptions& options, const ProgressFn& progress
   report.on_violation = options.on_violation;
   report.real_data = options.real_data;
   report.verify_sample = options.verify_sample;
+  report.jitter = options.jitter;
   report.faults_enabled = EnabledFaults(options);
 
   int64_t step = 0;

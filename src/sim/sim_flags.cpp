@@ -6,6 +6,7 @@
 #include <system_error>
 
 #include "kvcanary/plan.h"
+#include "kvcanary/spin_wait.h"
 
 namespace kvcanary::sim {
 namespace {
@@ -85,6 +86,11 @@ std::vector<SimFlag> BuildTable() {
               "Steps between sweeps of cached slots (0: off)"),
       Integer("verify-sample", &O::verify_sample, 1, kMaxVerifySample,
               "HEAD/TAIL verify a rotating 1/K of every prefix plus its newest record (1: all)"),
+      Switch("jitter", &O::jitter,
+             "Timing-jitter fuzzer: spin-waits at four points of every forward (CUDA; a no-op "
+             "on the CPU)"),
+      Integer("jitter-max-cycles", &O::jitter_max_cycles, 1, kMaxSpinWaitCycles,
+              "Longest jitter spin in device clock ticks"),
       Integer("swa-window", &O::swa_window, 0, kMaxTokens,
               "Sliding-window layers with this window (0: none)"),
       Integer("swa-slots", &O::swa_num_slots, 1, kMaxSlots, "Slots of the SWA pool"),

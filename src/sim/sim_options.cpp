@@ -277,6 +277,10 @@ void ValidateCanary(const SimOptions& o) {
   RequireAtLeast("--verify-sample", o.verify_sample, 1);  // the maximum: CheckFlagMaxima
   RequireAtLeast("--hold-back", o.hold_back, 0);
   RequireAtLeast("ring capacity", o.ring_capacity, 1);
+  if (o.jitter && o.mode == "none") {
+    Throw("--jitter requires --mode log or raise, got --mode none");
+  }
+  RequireAtLeast("--jitter-max-cycles", o.jitter_max_cycles, 1);  // the maximum: CheckFlagMaxima
 }
 
 void ValidateFaults(const SimOptions& o) {

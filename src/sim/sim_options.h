@@ -118,6 +118,11 @@ struct SimOptions {
   int64_t sweep_interval = 8;         // steps between SWEEP verifies of cached slots; 0 = off
   int64_t verify_sample = 1;  // HEAD/TAIL verify a rotating 1/K of every prefix (Config); 1 = all
   int64_t ring_capacity = 65536;  // violation ring rows: fill-once, so sized for a whole run
+  // The timing-jitter fuzzer (Config::jitter_*; needs mode log or raise): spin-waits at four
+  // points of every forward, each firing with probability 0.5 for log-uniform [1, max] ticks,
+  // seeded by --seed. A no-op on the CPU, so a CPU run's results are those without it.
+  bool jitter = false;
+  int64_t jitter_max_cycles = 100000;
 
   // --- fault injection ---
   // "all" (every class that applies, see FaultApplies), "none", or a comma-separated list of

@@ -17,7 +17,7 @@ for source in fuzz_*.cpp; do
 done
 
 for target in fuzz_plan fuzz_plan_offsets fuzz_plan_entries fuzz_verify fuzz_fused_verify \
-    fuzz_write fuzz_scatter fuzz_swa_translate; do
+    fuzz_write fuzz_scatter fuzz_swa_translate fuzz_spin_wait; do
   repeat 00 64 >"corpus/${target}/zeros"
   repeat 03 512 >"corpus/${target}/threes"
   repeat 05 2048 >"corpus/${target}/fives"

@@ -292,5 +292,32 @@ TEST_P(DeepLayer, EveryFlipIsMissedWithLayer0) {
 
 INSTANTIATE_TEST_SUITE_P(Sim, DeepLayer, ::testing::Values("default", "paged"));
 
+// The report without its header (which names --jitter) and its speed line (wall time).
+std::string ReportBody(const ScenarioReport& report) {
+  std::istringstream in(Describe(report));
+  std::string line, body;
+  std::getline(in, line);  // the header
+  while (std::getline(in, line)) {
+    if (line.rfind("speed:", 0) != 0) body += line + "\n";
+  }
+  return body;
+}
+
+// On the CPU the jitter fuzzer's spin is a no-op: with --jitter the same seeded run injects,
+// detects, corrupts and covers exactly what it does without, and the header says it was on.
+TEST(RunScenario, JitterLeavesACpuRunUnchanged) {
+  SimOptions options = ScenarioPreset("default");
+  options.steps = 600;
+  const ScenarioReport off = RunScenario(options, nullptr);
+  options.jitter = true;
+  options.jitter_max_cycles = 5000;
+  const ScenarioReport on = RunScenario(options, nullptr);
+  EXPECT_EQ(ExitCode({on}), 0) << Describe(on);
+  EXPECT_FALSE(on.injections.empty());
+  EXPECT_EQ(ReportBody(on), ReportBody(off));
+  EXPECT_NE(Describe(on).find(", jitter;"), std::string::npos) << Describe(on);
+  EXPECT_EQ(Describe(off).find(", jitter"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace kvcanary::sim

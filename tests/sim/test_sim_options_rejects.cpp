@@ -173,6 +173,20 @@ TEST(SimOptions, RejectsNegativeCountsAndAnEmptyHostTier) {
   EXPECT_EQ(ValidationError(o), "");
 }
 
+TEST(SimOptions, JitterNeedsACanaryAndAPositiveMaximum) {
+  SimOptions o;
+  o.jitter = true;
+  EXPECT_EQ(ValidationError(o), "");
+  o.mode = "none";
+  ExpectRejected(o, "--jitter requires --mode log or raise, got --mode none");
+  o.jitter = false;  // the maximum is still checked, like every count
+  o.mode = "log";
+  o.jitter_max_cycles = 0;
+  ExpectRejected(o, "--jitter-max-cycles must be at least 1, got 0");
+  o.jitter_max_cycles = 100000001;
+  ExpectRejected(o, "--jitter-max-cycles must be at most 100000000, got 100000001");
+}
+
 TEST(SimOptions, CudaDeviceIsRejectedOnlyWhenUnavailable) {
   SimOptions o;
   o.device = "cuda";

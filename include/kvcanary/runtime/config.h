@@ -120,6 +120,15 @@ struct Config {
   // KVCANARY_ON_VIOLATION (kvcanary): log, raise or quarantine (docs/quarantine.md). Quarantine
   // requires mode log; raise behaves as mode raise.
   OnViolation on_violation = OnViolation::kLog;
+  // The timing-jitter fuzzer (testing: it shakes stream timing to expose races between the
+  // engine's KV writes and the canary's launches; docs/integration.md, "Timing-jitter fuzzer").
+  // Four fixed points of every forward spin for a tick count drawn on the host before each step.
+  bool jitter_enabled = false;             // KVCANARY_JITTER_ENABLED; needs mode log or raise
+  double jitter_per_slot_fire_prob = 0.5;  // KVCANARY_JITTER_PER_SLOT_FIRE_PROB; in [0, 1]
+  // KVCANARY_JITTER_MAX_CYCLES: a firing point spins log-uniform in [1, this] device clock ticks;
+  // in [1, kMaxSpinWaitCycles] (kvcanary/spin_wait.h).
+  int64_t jitter_max_cycles = 100000;
+  uint64_t jitter_seed = 0;                // KVCANARY_JITTER_SEED; any 64-bit pattern
 
   // Whether a reported violation throws ViolationError: mode raise or on_violation raise.
   bool RaisesOnViolation() const {
@@ -127,8 +136,9 @@ struct Config {
   }
 
   // Throws the first error: an integer field outside its range ("kv-canary: <field> must be in
-  // [lo, hi], got v"), then sweep_interval > 0 with mode none, then on_violation quarantine with
-  // a mode other than log.
+  // [lo, hi], got v"), then jitter_per_slot_fire_prob outside [0, 1], then sweep_interval > 0
+  // with mode none, then jitter_enabled with mode none, then on_violation quarantine with a mode
+  // other than log.
   void Validate() const;
   // "Config(mode=log, real_data=none, ...)": every field, for the install INFO line.
   std::string ToString() const;

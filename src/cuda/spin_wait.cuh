@@ -1,0 +1,25 @@
+// SpinWaitKernel: one thread, one block. It reads the tick count when it runs (never at launch),
+// so a graph that captured it spins for whatever the host copied in before the replay.
+#pragma once
+
+#include "cuda/launch.cuh"
+
+namespace kvcanary::cuda {
+
+__global__ void SpinWaitKernel(const __grid_constant__ SpinWaitParams p) {
+  int64_t ticks = *p.cycles;
+  if (ticks <= 0) return;
+  if (ticks > p.max_cycles) ticks = p.max_cycles;  // the bound no input can exceed
+  // clock64 is this SM's cycle counter; one thread reads it before and after, so the difference
+  // is the ticks spent. The volatile-free loop is kept by the asm volatile inside clock64.
+  const long long start = clock64();
+  while (clock64() - start < ticks) {
+  }
+}
+
+inline cudaError_t LaunchSpinWait(const SpinWaitParams& p, cudaStream_t stream) {
+  SpinWaitKernel<<<1, 1, 0, stream>>>(p);
+  return cudaGetLastError();
+}
+
+}  // namespace kvcanary::cuda
