@@ -71,9 +71,9 @@ struct GroupSpec {
   // full_to_compressed, int64 [pool_slot_count + 1] on the device, maps each full slot to the
   // compressed slot it closes, 0 for a slot that closes none. Records are written and verified
   // through it as an SWA group's are through full_to_swa: a compressed slot's record holds the
-  // closing token and position, and a stale or wrong entry reads another slot's record. Its
-  // predecessor (position - 1) closes no slot, so the chain link is not checked; the write's
-  // chain-position assert is off for this group. 1 = an ordinary pool (no table).
+  // closing token and position, and a stale or wrong entry reads another slot's record. The
+  // chain link is checked only where the predecessor's full slot closes a compressed slot too;
+  // the write's chain-position assert is off for this group. 1 = an ordinary pool (no table).
   int64_t compress_ratio = 1;
   TensorView full_to_compressed;
   int64_t host_slots = 0;  // > 0: host-offload sidecar mirrors of this many slots
