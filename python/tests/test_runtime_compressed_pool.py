@@ -9,6 +9,7 @@ import pytest
 
 from kvcanary import runtime as kvr
 from runtime_engine import Engine, torch
+from runtime_graph import steps
 
 CONFIG = dict(mode="log", real_data="partial")
 RATIO = 4
@@ -40,17 +41,12 @@ def test_a_clean_run_is_silent_and_a_wrong_table_entry_is_reported():
     canary = engine.install(kvr.Config(**CONFIG), groups=[group],
                             log=lambda level, text: lines.append(text))
     assert any("buffer_group_kinds=[FULL(compressed x4)]" in line for line in lines)
-    rows = []
-    canary.on_violation(lambda row, step: rows.append(row))
-    for _ in range(4):
-        engine.step(canary)
-    assert rows == []
+    assert steps(engine, canary, 4) == []
     # A closing slot of request 1 now names the compressed slot another slot closes.
     closing = next(engine.slot_of(1, p) for p in range(8) if (engine.slot_of(1, p) + 1) % RATIO == 0)
     wrong = int(table[closing]) + 1
     table[closing] = wrong
-    for _ in range(2):
-        engine.step(canary)
+    rows = steps(engine, canary, 2)
     assert rows and all(row.slot_idx == wrong for row in rows)
     assert "verify_position" in rows[0].fail_reasons
 

@@ -41,6 +41,12 @@ struct CompressedEngine {
   void Steps(int count) {
     for (int i = 0; i < count; ++i) CompressedStep(engine, pool);
   }
+  // Two requests of `first` and `second` prompt tokens, served `count` steps.
+  void Serve(int64_t first, int64_t second, int count) {
+    engine.AddRequest(first);
+    engine.AddRequest(second);
+    Steps(count);
+  }
 
   FakeCompressedPool pool;
   FakeEngine engine;
@@ -50,9 +56,7 @@ struct CompressedEngine {
 TEST(CompressedPool, CleanRunWritesTheClosingTokensAtTheirCompressedSlots) {
   for (const Device device : Devices()) {
     CompressedEngine run(device);
-    run.engine.AddRequest(10);
-    run.engine.AddRequest(7);
-    run.Steps(30);
+    run.Serve(10, 7, 30);
     EXPECT_TRUE(run.recorder.rows.empty()) << device.ToString();
     EXPECT_TRUE(run.engine.log.Contains("buffer_group_kinds=[FULL(compressed x4)]"));
     EXPECT_EQ(run.engine.canary->record_bytes(), 2 * (512 / kRatio + 1) * kCanarySlotBytes);
@@ -77,9 +81,7 @@ TEST(CompressedPool, CleanRunWritesTheClosingTokensAtTheirCompressedSlots) {
 TEST(CompressedPool, StaleCompressedSlotIsReportedWhereTheTableStillPoints) {
   for (const Device device : Devices()) {
     CompressedEngine run(device);
-    run.engine.AddRequest(12);
-    run.engine.AddRequest(9);
-    run.Steps(3);
+    run.Serve(12, 9, 3);
     ASSERT_TRUE(run.recorder.rows.empty());
     // Request 1 drops position 3's compressed slot but keeps reading it: the next closing token
     // (request 2's) is compressed into it.
@@ -92,9 +94,7 @@ TEST(CompressedPool, StaleCompressedSlotIsReportedWhereTheTableStillPoints) {
 TEST(CompressedPool, WrongCompressedSlotIsReported) {
   for (const Device device : Devices()) {
     CompressedEngine run(device);
-    run.engine.AddRequest(12);
-    run.engine.AddRequest(12);
-    run.Steps(3);
+    run.Serve(12, 12, 3);
     const int64_t other = run.pool.CompressedSlotOf(run.engine.SlotOf(2, 7));
     run.pool.Remap(run.engine.SlotOf(1, 3), other);
     run.pool.Upload(run.engine.stream());

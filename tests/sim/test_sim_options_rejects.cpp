@@ -4,6 +4,7 @@
 #include <cmath>
 #include <limits>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "kvcanary/runtime/device_memory.h"
@@ -45,20 +46,23 @@ TEST(SimOptions, RejectsAnExplicitFaultThatDoesNotApply) {
 }
 
 TEST(SimOptions, RejectsAPoolKindTheEngineCannotRun) {
-  SimOptions o;
-  o.pool_layout = "gqa";
-  ExpectRejected(o, "--pool-layout must be one of mha, mla, got 'gqa'");
-  o.pool_layout = "mla";
-  o.pd = true;
-  ExpectRejected(o, "--pool-layout mla cannot be combined with --pd");
-  o = SimOptions();
-  o.compress_ratio = 1;
-  ExpectRejected(o, "--compress-ratio must be 0 (no compressed pool) or at least 2, got 1");
-  o.compress_ratio = 4;
-  o.block_size = 16;
-  ExpectRejected(o, "--compress-ratio cannot be combined with --block-size, --swa-window, "
-                    "--host-tier, --pd, --draft-forwards, --pool-layout mla or --on-violation "
-                    "quarantine");
+  using Edit = void (*)(SimOptions&);
+  const std::pair<Edit, const char*> cases[] = {
+      {[](SimOptions& o) { o.pool_layout = "gqa"; },
+       "--pool-layout must be one of mha, mla, got 'gqa'"},
+      {[](SimOptions& o) { o.pool_layout = "mla", o.pd = true; },
+       "--pool-layout mla cannot be combined with --pd"},
+      {[](SimOptions& o) { o.compress_ratio = 1; },
+       "--compress-ratio must be 0 (no compressed pool) or at least 2, got 1"},
+      {[](SimOptions& o) { o.compress_ratio = 4, o.block_size = 16; },
+       "--compress-ratio cannot be combined with --block-size, --swa-window, --host-tier, --pd, "
+       "--draft-forwards, --pool-layout mla or --on-violation quarantine"},
+  };
+  for (const auto& [edit, message] : cases) {
+    SimOptions o;
+    edit(o);
+    ExpectRejected(o, message);
+  }
 }
 
 TEST(SimOptions, RejectsAWindowNotSmallerThanTheContext) {
