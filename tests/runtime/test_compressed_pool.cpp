@@ -27,13 +27,15 @@ constexpr int64_t kPosition = FailReason::kVerifyPositionMismatch;
 
 // The pool and the engine whose FULL group it is; the pool outlives the runtime.
 struct CompressedEngine {
-  explicit CompressedEngine(Device device)
-      : pool(device, 512, kRatio, 32), engine(Options(device, pool)) {
+  explicit CompressedEngine(Device device, int64_t sweep_interval = 0)
+      : pool(device, 512, kRatio, 32), engine(Options(device, sweep_interval, pool)) {
     Record(*engine.canary, recorder);
   }
-  static FakeEngineOptions Options(Device device, FakeCompressedPool& pool) {
+  static FakeEngineOptions Options(Device device, int64_t sweep_interval,
+                                   FakeCompressedPool& pool) {
     FakeEngineOptions options = LogOptions(RealKvHashMode::kPartial);
     options.device = device;
+    options.config.sweep_interval = sweep_interval;
     options.config.enable_write_input_assert = true;
     options.edit_full_group = [&pool](GroupSpec& full) { pool.Describe(full); };
     return options;
@@ -113,6 +115,25 @@ TEST(CompressedPool, FlippedCompressedByteIsCaughtByTail) {
   run.Steps(2);
   EXPECT_TRUE(Caught(run.recorder, kTailK, FailReason::kVerifyRealKvHashMismatch, slot));
   ExpectNoHeadRows(run.recorder, kHeadK);
+}
+
+// The sweep walks full slots of the cache and reads their records through the table: a clean
+// cached prefix passes, and a compressed byte flipped after its request left is caught there.
+TEST(CompressedPool, SweepReadsCachedSlotsThroughTheTable) {
+  CompressedEngine run(Device::CPU(), /*sweep_interval=*/2);
+  run.Serve(12, 9, 3);
+  FlatRadix radix({{SlotsOf(run.engine, 1, 12), /*locked=*/false}});
+  run.engine.canary->AttachRadixCache(&radix);
+  run.engine.FinishRequest(1);  // only the cache holds its prefix now
+  run.Steps(4);
+  ASSERT_TRUE(run.recorder.rows.empty());
+  ASSERT_GT(run.engine.canary->sweep_passes(), 0);
+  const int64_t slot = run.pool.CompressedSlotOf(run.engine.SlotOf(1, 11));
+  run.pool.Bytes(slot)[5] ^= 0xFF;
+  run.Steps(4);
+  constexpr int64_t kSweepK = static_cast<int64_t>(CanaryLaunchTag::kSweepKFull);
+  EXPECT_TRUE(Caught(run.recorder, kSweepK, FailReason::kVerifyRealKvHashMismatch, slot));
+  for (const ViolationRow& row : run.recorder.rows) EXPECT_EQ(row.slot_idx, slot);
 }
 
 // An InstallCase whose FULL group is a compressed pool of ratio 4 over kSlots full slots.
