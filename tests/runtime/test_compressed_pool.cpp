@@ -4,6 +4,7 @@
 // description the install contradicts is refused with nothing allocated.
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -27,15 +28,15 @@ constexpr int64_t kPosition = FailReason::kVerifyPositionMismatch;
 
 // The pool and the engine whose FULL group it is; the pool outlives the runtime.
 struct CompressedEngine {
-  explicit CompressedEngine(Device device, int64_t sweep_interval = 0)
-      : pool(device, 512, kRatio, 32), engine(Options(device, sweep_interval, pool)) {
+  explicit CompressedEngine(Device device, const std::function<void(Config&)>& edit = nullptr)
+      : pool(device, 512, kRatio, 32), engine(Options(device, edit, pool)) {
     Record(*engine.canary, recorder);
   }
-  static FakeEngineOptions Options(Device device, int64_t sweep_interval,
+  static FakeEngineOptions Options(Device device, const std::function<void(Config&)>& edit,
                                    FakeCompressedPool& pool) {
     FakeEngineOptions options = LogOptions(RealKvHashMode::kPartial);
     options.device = device;
-    options.config.sweep_interval = sweep_interval;
+    if (edit) edit(options.config);
     options.config.enable_write_input_assert = true;
     options.edit_full_group = [&pool](GroupSpec& full) { pool.Describe(full); };
     return options;
@@ -120,7 +121,7 @@ TEST(CompressedPool, FlippedCompressedByteIsCaughtByTail) {
 // The sweep walks full slots of the cache and reads their records through the table: a clean
 // cached prefix passes, and a compressed byte flipped after its request left is caught there.
 TEST(CompressedPool, SweepReadsCachedSlotsThroughTheTable) {
-  CompressedEngine run(Device::CPU(), /*sweep_interval=*/2);
+  CompressedEngine run(Device::CPU(), [](Config& config) { config.sweep_interval = 2; });
   run.Serve(12, 9, 3);
   FlatRadix radix({{SlotsOf(run.engine, 1, 12), /*locked=*/false}});
   run.engine.canary->AttachRadixCache(&radix);
@@ -134,6 +135,25 @@ TEST(CompressedPool, SweepReadsCachedSlotsThroughTheTable) {
   constexpr int64_t kSweepK = static_cast<int64_t>(CanaryLaunchTag::kSweepKFull);
   EXPECT_TRUE(Caught(run.recorder, kSweepK, FailReason::kVerifyRealKvHashMismatch, slot));
   for (const ViolationRow& row : run.recorder.rows) EXPECT_EQ(row.slot_idx, slot);
+}
+
+// Quarantine cannot find a compressed slot in the table: every request of the recorded batches
+// is named, never none.
+TEST(CompressedPool, QuarantineNamesEveryRecordedRequestForACompressedRow) {
+  CompressedEngine run(Device::CPU(), [](Config& config) {
+    config.on_violation = OnViolation::kQuarantine;
+  });
+  run.Serve(12, 12, 3);
+  EXPECT_TRUE(run.engine.canary->TakeAffectedRequests().empty());
+  run.pool.Remap(run.engine.SlotOf(1, 3), run.pool.CompressedSlotOf(run.engine.SlotOf(2, 7)));
+  run.pool.Upload(run.engine.stream());
+  run.Steps(2);
+  ASSERT_FALSE(run.recorder.rows.empty());
+  std::vector<int64_t> named;
+  for (const AffectedRequest& request : run.engine.canary->TakeAffectedRequests()) {
+    named.push_back(request.req_pool_idx);
+  }
+  EXPECT_EQ(named, (std::vector<int64_t>{1, 2}));
 }
 
 // An InstallCase whose FULL group is a compressed pool of ratio 4 over kSlots full slots.
