@@ -2,7 +2,6 @@
 // sim_presets.cpp).
 #include "sim/sim_options.h"
 
-#include <array>
 #include <cstdint>
 #include <limits>
 #include <optional>
