@@ -164,6 +164,8 @@ const FieldTable<GroupSpecArgs>& GroupSpecFields() {
        [](GroupSpecArgs& g, py::handle v) { g.layout = PoolLayoutArg(v, "layout"); }},
       TensorListField("indexer_layers", &GroupSpecArgs::indexer_layers, kMaxRealKvLayers),
       OptionalInt64Field("indexer_bytes_per_token", &GroupSpecArgs::indexer_bytes_per_token),
+      Int64Field("compress_ratio", &GroupSpecArgs::compress_ratio),
+      TensorField("full_to_compressed", &GroupSpecArgs::full_to_compressed),
   };
   return table;
 }

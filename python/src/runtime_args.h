@@ -34,6 +34,8 @@ struct GroupSpecArgs {
   runtime::PoolLayout layout = runtime::PoolLayout::kMha;
   std::vector<pybind11::object> indexer_layers;    // layout "nsa": the indexer's key buffer
   std::optional<int64_t> indexer_bytes_per_token;  // None = derived like bytes_per_token
+  int64_t compress_ratio = 1;                      // > 1: a compressed pool (full group)
+  pybind11::object full_to_compressed = pybind11::none();
 };
 
 // kvcanary.runtime.ForwardBatch: runtime::ForwardBatch with its tensors still Python objects.

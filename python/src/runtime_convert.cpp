@@ -104,6 +104,8 @@ runtime::GroupSpec GroupSpecOf(const GroupSpecArgs& g, ImportScope& scope,
     spec.v_layers.push_back(layer(g.v_layers[i], ItemName("v_layers", i)));
   }
   spec.full_to_swa = scope.Import(g.full_to_swa, name + ".full_to_swa");
+  spec.compress_ratio = g.compress_ratio;
+  spec.full_to_compressed = scope.Import(g.full_to_compressed, name + ".full_to_compressed");
   spec.layout = g.layout;
   for (size_t i = 0; i < g.indexer_layers.size(); ++i) {
     spec.indexer_layers.push_back(layer(g.indexer_layers[i], ItemName("indexer_layers", i)));

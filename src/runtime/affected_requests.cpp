@@ -32,6 +32,7 @@ void AffectedRequestTracker::Record(RecordedForward forward) {
 void AffectedRequestTracker::MatchSlots(const std::vector<ViolationRow>& rows,
                                         std::vector<bool>& matched, StreamHandle stream) {
   // SWA rows name SWA slots, which the full table does not hold: they are never matched here.
+  if (!full_slots_in_table_) return;
   std::unordered_map<int64_t, std::vector<size_t>> violations_of_slot;
   for (size_t v = 0; v < rows.size(); ++v) {
     if (!IsSwaRow(rows[v])) violations_of_slot[rows[v].slot_idx].push_back(v);

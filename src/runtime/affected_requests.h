@@ -38,6 +38,9 @@ class AffectedRequestTracker {
                              StreamHandle stream);
   // The pending requests, ascending by req_pool_idx; the list is then empty.
   std::vector<AffectedRequest> Take();
+  // False when the FULL group's rows name compressed slots, which the table does not hold: its
+  // HEAD/TAIL rows then take every recorded row, as SWA rows do.
+  void SetFullSlotsInTable(bool in_table) { full_slots_in_table_ = in_table; }
 
  private:
   // Adds every row whose table holds a FULL-group row's slot; marks the rows matched.
@@ -52,6 +55,7 @@ class AffectedRequestTracker {
   std::deque<RecordedForward> history_;
   std::map<int64_t, AffectedRequest> pending_;
   std::vector<int64_t> touched_;  // req_pool_idx added to by the current Match
+  bool full_slots_in_table_ = true;
 };
 
 }  // namespace kvcanary::runtime

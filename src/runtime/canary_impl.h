@@ -44,6 +44,7 @@ struct DeviceState {
   DeviceBuffer kernel_counters;      // [12] int64
   DeviceBuffer slot_counters;        // [12] int64
   DeviceBuffer chain_assert_flag;    // [1] int32
+  DeviceBuffer chain_assert_off;     // [1] int32, always 0 (only with a compressed group)
   DeviceBuffer expected_token_pool;  // [rows, width] int32 (verify token assert only)
   // [rows] int64 sampled verify's rotation, one phase per request row (Config::verify_sample > 1
   // only): read by a forward's plans and verifies, advanced on the device for the forward's rows
@@ -54,7 +55,7 @@ struct DeviceState {
   // The ring, write index, counters, flag and phases: state, not per-step workspace.
   int64_t Bytes() const {
     return ring.bytes() + write_index.bytes() + kernel_counters.bytes() + slot_counters.bytes() +
-           chain_assert_flag.bytes() + verify_phase.bytes();
+           chain_assert_flag.bytes() + chain_assert_off.bytes() + verify_phase.bytes();
   }
 };
 

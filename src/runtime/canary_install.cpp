@@ -8,6 +8,7 @@
 #include "kvcanary/checked.h"
 #include "kvcanary/error.h"
 #include "runtime/canary_impl.h"
+#include "runtime/compressed_pool.h"
 #include "runtime/group_sources.h"
 
 namespace kvcanary::runtime {
@@ -103,6 +104,7 @@ CanaryManager::Impl::Impl(const Config& config, const InstallArgs& args)
       ThrowError("kv-canary: an SWA group needs full_to_swa and swa_window_size > 0");
     }
     CheckPoolLayout(spec, config);
+    CheckCompressedPool(spec, args, config);
     GroupState group;
     group.spec = spec;
     group.window = spec.kind == GroupKind::kSwa ? args.swa_window_size : 0;
@@ -148,6 +150,11 @@ CanaryManager::Impl::Impl(const Config& config, const InstallArgs& args)
   state_.kernel_counters = Int64Buffer(device_, kNumLaunchTags, "kernel counters");
   state_.slot_counters = Int64Buffer(device_, kNumLaunchTags, "slot counters");
   state_.chain_assert_flag = DeviceBuffer(device_, 4);
+  const bool compressed = std::any_of(groups_.begin(), groups_.end(), [](const GroupState& g) {
+    return IsCompressed(g.spec);
+  });
+  if (compressed) state_.chain_assert_off = DeviceBuffer(device_, 4);  // stays 0
+  affected_.SetFullSlotsInTable(!compressed);
   if (config.enable_verify_token_assert) {
     token_pool_width_ = width;
     state_.expected_token_pool = DeviceBuffer(
@@ -174,8 +181,8 @@ CanaryManager::Impl::Impl(const Config& config, const InstallArgs& args)
       per_group.write_plan = WritePlanView{w.View(DType::kInt64, {req_cap + 1}, 0),
                                            w.View(DType::kInt64, {req_cap}, 8 * (req_cap + 1)),
                                            w.View(DType::kInt32, {1}, 8 * (2 * req_cap + 1))};
-      if (group.spec.kind == GroupKind::kSwa) {
-        per_group.swa_slots = Int64Buffer(device_, entry_cap, "SWA slots");
+      if (SlotTable(group.spec).defined()) {
+        per_group.swa_slots = Int64Buffer(device_, entry_cap, "translated slots");
       }
       forward.groups.push_back(std::move(per_group));
     }
@@ -227,7 +234,13 @@ CanaryManager::Impl::Impl(const Config& config, const InstallArgs& args)
   for (size_t i = 0; i < groups_.size(); ++i) {
     const GroupSpec& spec = groups_[i].spec;
     kinds << (i ? ", " : "") << GroupKindName(spec.kind);
-    if (spec.layout != PoolLayout::kMha) kinds << "(" << PoolLayoutName(spec.layout) << ")";
+    const bool latent = spec.layout != PoolLayout::kMha;
+    if (latent || IsCompressed(spec)) {
+      kinds << "(" << (latent ? PoolLayoutName(spec.layout) : "")
+            << (latent && IsCompressed(spec) ? ", " : "");
+      if (IsCompressed(spec)) kinds << "compressed x" << spec.compress_ratio;
+      kinds << ")";
+    }
   }
   kinds << "]";
   std::ostringstream line;
@@ -323,7 +336,10 @@ LaunchContext CanaryManager::Impl::ContextOf(size_t group_index, Stage stage, Ha
     context.num_real_kv_sources = count;
     context.real_kv_hash_mode = count == 0 ? 0 : static_cast<int32_t>(config_.real_data);
   }
-  context.enable_chain_position_assert = state_.chain_assert_flag.View(DType::kInt32, {1});
+  // A compressed group's written positions step by compress_ratio: the assert stays off there.
+  context.enable_chain_position_assert =
+      (IsCompressed(group.spec) ? state_.chain_assert_off : state_.chain_assert_flag)
+          .View(DType::kInt32, {1});
   return context;
 }
 

@@ -5,6 +5,7 @@
 
 #include "kvcanary/error.h"
 #include "runtime/canary_impl.h"
+#include "runtime/compressed_pool.h"
 #include "runtime/tensor_slice.h"
 
 namespace kvcanary::runtime {
@@ -165,9 +166,8 @@ PlanArgs CanaryManager::Impl::PlanArgsOf(const ForwardState& forward, size_t gro
   SetPlanTable(ForwardTokenTable(table_, batch), plan.inputs);
   plan.inputs.req_to_token_stride0 = batch.req_to_token_stride0;
   plan.inputs.swa_window_size = groups_[group].window;
-  if (groups_[group].spec.kind == GroupKind::kSwa) {
-    plan.inputs.full_to_swa_index_mapping = groups_[group].spec.full_to_swa;
-  }
+  // SWA and compressed groups read their records through their slot table (0 = no record).
+  plan.inputs.full_to_swa_index_mapping = SlotTable(groups_[group].spec);
   plan.verify_capacity =
       verify_path_->PlanCapacity(capacities_.verify_capacity, verify_entries_bound_);
   if (forward.has_valid_lens) {
@@ -199,10 +199,12 @@ void CanaryManager::Impl::PreForward(int inner) {
   const ForwardBatch& batch = forward.batch;
   for (size_t g = 0; g < groups_.size(); ++g) {
     Plan(PlanArgsOf(forward, g, 0, batch.batch_size), stream_);
-    if (groups_[g].spec.kind == GroupKind::kSwa) {
+    const TensorView slot_table = SlotTable(groups_[g].spec);
+    if (slot_table.defined()) {
+      // A token without a slot in the group (0) is written to the padding slot, never verified.
       SwaTranslateArgs translate;
       translate.slot_indices = Slice1D(batch.out_cache_loc, 0, batch.num_tokens);
-      translate.full_to_swa_index_mapping = groups_[g].spec.full_to_swa;
+      translate.full_to_swa_index_mapping = slot_table;
       translate.out_slot_indices =
           forward.groups[g].swa_slots.View(DType::kInt64, {batch.num_tokens});
       SwaTranslate(translate, stream_);
@@ -262,7 +264,7 @@ void CanaryManager::Impl::LaunchEndpoints(int inner, Stage stage) {
     write.plan = per_group.write_plan;
     write.input_ids = Slice1D(batch.input_ids, 0, batch.num_tokens);
     write.positions = Slice1D(batch.positions, 0, batch.num_tokens);
-    write.out_cache_loc = groups_[g].spec.kind == GroupKind::kSwa
+    write.out_cache_loc = SlotTable(groups_[g].spec).defined()
                               ? per_group.swa_slots.View(DType::kInt64, {batch.num_tokens})
                               : Slice1D(batch.out_cache_loc, 0, batch.num_tokens);
     write.enable_write_input_assert = forward.write_assert;

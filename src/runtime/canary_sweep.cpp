@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "runtime/canary_impl.h"
+#include "runtime/compressed_pool.h"
 
 namespace kvcanary::runtime {
 
@@ -35,12 +36,12 @@ void CanaryManager::Impl::MaybeSweep() {
       const int32_t header[2] = {static_cast<int32_t>(n), 1};  // num_valid, enable
       CopyBytesAsync(plan.verify_num_valid.data(), &header[0], 4, device_, stream_);
       CopyBytesAsync(plan.enable.data(), &header[1], 4, device_, stream_);
-      if (groups_[g].spec.kind == GroupKind::kSwa) {
-        // The walk holds full-pool slots; the SWA group's records live in its own slot space.
+      if (SlotTable(groups_[g].spec).defined()) {
+        // The walk holds full-pool slots; SWA and compressed records live in their own slots.
         for (const TensorView& slots : {plan.verify_slot_indices, plan.verify_prev_slot_indices}) {
           SwaTranslateArgs translate;
           translate.slot_indices = TensorView(slots.data(), DType::kInt64, device_, {n});
-          translate.full_to_swa_index_mapping = groups_[g].spec.full_to_swa;
+          translate.full_to_swa_index_mapping = SlotTable(groups_[g].spec);
           translate.out_slot_indices = translate.slot_indices;
           SwaTranslate(translate, stream_);
         }

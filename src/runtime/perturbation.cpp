@@ -12,6 +12,7 @@
 
 #include "kvcanary/hash.h"
 #include "kvcanary/runtime/radix_view.h"
+#include "runtime/compressed_pool.h"
 #include "runtime/runtime_state.h"
 
 namespace kvcanary::runtime {
@@ -165,7 +166,7 @@ void Perturber::Flip(const char* name, int group_index, int64_t logical_slot, in
   const int64_t source_idx = rng_.Below(static_cast<int64_t>(layers.size()));
   RealKvSource source = group.sources[0].front();  // every layer has this geometry
   source.tensor = layers[source_idx];
-  const TensorView lut = group.spec.kind == GroupKind::kSwa ? group.spec.full_to_swa : TensorView();
+  const TensorView lut = SlotTable(group.spec);
   const std::optional<FlipAddress> at = LocateFlip(logical_slot, lut, source, host_.Stream());
   if (!at.has_value()) {
     Skip(name, Printf("slot=%lld has no strip in source_idx=%lld of group=%s",

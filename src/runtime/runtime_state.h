@@ -51,7 +51,8 @@ struct ForwardState {
   struct PerGroup {
     DeviceBuffer verify_plan_memory;
     DeviceBuffer write_plan_memory;
-    DeviceBuffer swa_slots;  // [entry capacity] int64 translated out_cache_loc (SWA only)
+    // [entry capacity] int64 out_cache_loc through the group's slot table (SWA, compressed)
+    DeviceBuffer swa_slots;
     VerifyPlanView verify_plan;
     WritePlanView write_plan;
     // Split mode for this step: contiguous live-row ranges whose verify totals fit.

@@ -139,6 +139,7 @@ runtime::InstallArgs Engine::InstallArgsFor(runtime::LogSink* log) {
     args.req_to_token = table_->View();
     DescribePerTokenPool(full);
   }
+  DescribePoolKind(full);
   full.host_slots = options_.host_tier ? options_.host_slots : 0;
   args.groups = {full};
   if (options_.swa_window > 0) {
@@ -229,7 +230,7 @@ void Engine::RunModel(const Batch& batch, const ForwardView& view) {
   for (const BatchRow& row : batch.rows) {
     for (int64_t i = 0; i < row.extend_len; ++i, ++token) {
       const int64_t slot = view.out_cache_loc[token];
-      pool_->WriteToken(slot, row.req->tokens[row.prefix_len + i], view.positions[token]);
+      WriteTokenKv(slot, row.req->tokens[row.prefix_len + i], view.positions[token]);
       slot_contents_[slot] = {row.req->tokens[row.prefix_len + i], view.positions[token]};
     }
   }

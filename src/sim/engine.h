@@ -22,6 +22,7 @@
 #include "kvcanary/runtime/canary_manager.h"
 #include "kvcanary/runtime/device_memory.h"
 #include "sim/block_table.h"
+#include "sim/compressed_state.h"
 #include "sim/held_tokens.h"
 #include "sim/kv_pool.h"
 #include "sim/l3_tier.h"
@@ -229,6 +230,11 @@ class Engine {
   Scheduler& scheduler() { return *scheduler_; }
   runtime::CanaryManager* canary() { return canary_.get(); }
   SwaState* swa() { return swa_.get(); }
+  // The compressed pool beside the full pool; null without --compress-ratio.
+  CompressedState* compressed() { return compressed_.get(); }
+  // The mla_latent_page bug: the next forward writes the latent (K) bytes meant for slot `from`
+  // into slot `to` instead, once (engine_pool_kinds.cpp).
+  void MisdirectLatentWrite(int64_t from, int64_t to) { misdirected_ = {from, to}; }
   const EngineStats& stats() const { return stats_; }
   const OracleModel& oracle() const { return oracle_; }
 
@@ -290,6 +296,12 @@ class Engine {
   void DescribePagedPool(runtime::GroupSpec& full) const;
   // Layer 0, or every layer with --fingerprint-layers all, for a per-token pool.
   void DescribePerTokenPool(runtime::GroupSpec& full) const;
+  // --pool-layout mla: the K layers as the latent buffer; --compress-ratio: the FULL group is the
+  // compressed pool, created here (engine_pool_kinds.cpp).
+  void DescribePoolKind(runtime::GroupSpec& full);
+  // The model's KV write of one token: the pool (through a misdirected latent write), and the
+  // compressed pool.
+  void WriteTokenKv(int64_t slot, int64_t token, int64_t position);
   bool FingerprintsAllLayers() const;
   // The forward's block table and, on the host, each batch row's block ids.
   void DescribeBlocks(const Batch& batch, runtime::ForwardBatch& forward,
@@ -332,6 +344,8 @@ class Engine {
   std::unique_ptr<Scheduler> scheduler_;
   std::unique_ptr<runtime::CanaryManager> canary_;
   std::unique_ptr<SwaState> swa_;  // --swa-window: the sliding-window layers
+  std::unique_ptr<CompressedState> compressed_;  // --compress-ratio
+  std::pair<int64_t, int64_t> misdirected_{-1, -1};  // MisdirectLatentWrite, until the write
   OracleModel oracle_;
   runtime::DeviceBuffer batch_buffer_;  // [6, token capacity] int64 forward inputs
   runtime::DeviceBuffer draft_buffer_;  // [D - 1, 6, rows] int64, allocated at the first drafts

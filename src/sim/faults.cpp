@@ -40,6 +40,8 @@ bool ActsBeforeForward(FaultKind kind) {
     case FaultKind::kRealKvPage:
     case FaultKind::kStaleOutCacheLoc:
     case FaultKind::kRealKvDeepLayer:
+    case FaultKind::kMlaLatentPage:
+    case FaultKind::kCompressedSlotStale:
       return true;
     default:
       return false;
@@ -140,7 +142,7 @@ void FaultInjector::BeforeForward(Engine& engine, Batch& batch, ForwardView& vie
     case FaultKind::kRealKvPage: return InjectRealKvPage(engine, batch);
     case FaultKind::kStaleOutCacheLoc: return InjectStaleOutCacheLoc(engine, batch, view);
     case FaultKind::kRealKvDeepLayer: return InjectRealKvDeepLayer(engine, batch);
-    default: return;
+    default: return InjectPoolKindFault(kind, engine, batch);
   }
 }
 

@@ -128,6 +128,10 @@ class FaultInjector : public EngineHooks {
   void InjectFreedBlockReuse(Engine& engine, Batch& batch);
   void InjectRealKvPage(Engine& engine, Batch& batch);
   void InjectStaleOutCacheLoc(Engine& engine, Batch& batch, ForwardView& view);
+  // The pool kinds' classes (faults_pool_kinds.cpp): mla_latent_page, compressed_slot_stale.
+  void InjectPoolKindFault(FaultKind kind, Engine& engine, Batch& batch);
+  void InjectMlaLatentPage(Engine& engine, Batch& batch);
+  void InjectCompressedSlotStale(Engine& engine, Batch& batch);
   // l3_stale: the requests that read the stale records become its victims.
   void AdoptL3Victims(Engine& engine, const Batch& batch);
 

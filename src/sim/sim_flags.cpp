@@ -111,6 +111,11 @@ std::vector<SimFlag> BuildTable() {
       Integer("draft-forwards", &O::draft_forwards, 0, kMaxDraftForwards,
               "Inner forwards of a decode step: the accepted token's, then one draft token each "
               "(0, 1: no drafts)"),
+      Text("pool-layout", kChoice, &O::pool_layout, "mha|mla",
+           "The pool as the canary sees it: K and V, or MLA (the K layers as the latent buffer)"),
+      Integer("compress-ratio", &O::compress_ratio, 0, kMaxBlockSize,
+              "A compressed pool beside the full pool, one slot per this many full slots, as the "
+              "canary's full group (0: none)"),
       Text("json", FlagKind::kPath, &O::json_path, "PATH", "Also write the report as JSON to PATH"),
       Text("progress", kChoice, &O::progress, "auto|on|off",
            "Progress bar on stderr (auto: on a terminal)"),

@@ -1,7 +1,7 @@
-// Fault names and option validation for the simulator (the presets: sim_presets.cpp).
+// Option validation for the simulator (the fault names: fault_names.cpp; the presets:
+// sim_presets.cpp).
 #include "sim/sim_options.h"
 
-#include <array>
 #include <cstdint>
 #include <limits>
 #include <optional>
@@ -16,35 +16,6 @@
 
 namespace kvcanary::sim {
 namespace {
-
-struct FaultEntry {
-  FaultKind fault;
-  const char* name;
-};
-
-// One table for both directions, so a name cannot drift between FaultName and ParseFault.
-constexpr std::array<FaultEntry, 20> kFaults = {{
-    {FaultKind::kReqToToken, "req_to_token"},
-    {FaultKind::kStrideView, "stride_view"},
-    {FaultKind::kWrongStrideRead, "wrong_stride_read"},
-    {FaultKind::kRealKvUsed, "real_kv_used"},
-    {FaultKind::kRealKvUnusedCache, "real_kv_unused_cache"},
-    {FaultKind::kRealKvPostForward, "real_kv_post_forward"},
-    {FaultKind::kStaleSlotReuse, "stale_slot_reuse"},
-    {FaultKind::kOffloadDrop, "offload_drop"},
-    {FaultKind::kPdTransferDrop, "pd_transfer_drop"},
-    {FaultKind::kSwaLutStale, "swa_lut_stale"},
-    {FaultKind::kNextTokenSwap, "next_token_swap"},
-    {FaultKind::kPositionSkip, "position_skip"},
-    {FaultKind::kBlockTableSwap, "block_table_swap"},
-    {FaultKind::kFreedBlockReuse, "freed_block_reuse"},
-    {FaultKind::kRealKvPage, "real_kv_page"},
-    {FaultKind::kStaleOutCacheLoc, "stale_out_cache_loc"},
-    {FaultKind::kRealKvDeepLayer, "real_kv_deep_layer"},
-    {FaultKind::kL3Corrupt, "l3_corrupt"},
-    {FaultKind::kL3Stale, "l3_stale"},
-    {FaultKind::kEaglePositionPlusOne, "eagle_position_plus_one"},
-}};
 
 template <typename... Parts>
 [[noreturn]] void Throw(const Parts&... parts) {
@@ -64,7 +35,7 @@ std::string Join(const std::vector<std::string>& names, const char* separator) {
 
 std::string ValidFaultNames() {
   std::vector<std::string> names = {"all", "none"};
-  for (const FaultEntry& entry : kFaults) names.push_back(entry.name);
+  for (const FaultKind fault : AllFaults()) names.push_back(FaultName(fault));
   return Join(names, ", ");
 }
 
@@ -86,6 +57,10 @@ const char* FaultRequirement(FaultKind fault) {
       return "--layers > 4";
     case FaultKind::kEaglePositionPlusOne:
       return "--draft-forwards > 1";
+    case FaultKind::kMlaLatentPage:
+      return "--pool-layout mla with --block-size 0 and --compress-ratio 0";
+    case FaultKind::kCompressedSlotStale:
+      return "--compress-ratio > 1";
     case FaultKind::kBlockTableSwap:
     case FaultKind::kFreedBlockReuse:
     case FaultKind::kRealKvPage:
@@ -117,15 +92,16 @@ std::vector<std::string> SplitCommas(std::string_view list) {
 // The explicit list of options.faults (not "all" or "none"), parsed, in FaultKind order, each once.
 // Throws for an unknown name.
 std::vector<FaultKind> ParseFaultList(std::string_view list) {
-  std::array<bool, kFaults.size()> named{};
+  const std::vector<FaultKind> all = AllFaults();
+  std::vector<bool> named(all.size(), false);
   for (const std::string& piece : SplitCommas(list)) {
     const std::optional<FaultKind> fault = ParseFault(piece);
     if (!fault) Throw("--faults: unknown fault '", piece, "' (valid: ", ValidFaultNames(), ")");
     named[static_cast<size_t>(*fault)] = true;
   }
   std::vector<FaultKind> faults;
-  for (const FaultEntry& entry : kFaults) {
-    if (named[static_cast<size_t>(entry.fault)]) faults.push_back(entry.fault);
+  for (const FaultKind fault : all) {
+    if (named[static_cast<size_t>(fault)]) faults.push_back(fault);
   }
   return faults;
 }
@@ -265,6 +241,22 @@ void ValidateSpeculative(const SimOptions& o) {
   }
 }
 
+// An MLA pool is the canary's view of the K layers; a compressed pool stands beside a plain
+// per-token pool that no other part of the simulator extends.
+void ValidatePoolKinds(const SimOptions& o) {
+  RequireOneOf("--pool-layout", o.pool_layout, {"mha", "mla"});
+  if (o.compress_ratio < 0 || o.compress_ratio == 1) {
+    Throw("--compress-ratio must be 0 (no compressed pool) or at least 2, got ", o.compress_ratio);
+  }
+  if (o.compress_ratio > 1 && (o.block_size > 0 || o.swa_window > 0 || o.host_tier || o.pd ||
+                               o.draft_forwards > 1 || o.pool_layout != "mha" ||
+                               o.on_violation == "quarantine")) {
+    Throw("--compress-ratio cannot be combined with --block-size, --swa-window, --host-tier, "
+          "--pd, --draft-forwards, --pool-layout mla or --on-violation quarantine");
+  }
+  if (o.pool_layout == "mla" && o.pd) Throw("--pool-layout mla cannot be combined with --pd");
+}
+
 void ValidateCanary(const SimOptions& o) {
   RequireOneOf("--mode", o.mode, {"none", "log", "raise"});
   RequireOneOf("--real-data", o.real_data, {"none", "partial", "all"});
@@ -298,27 +290,9 @@ void ValidateFaults(const SimOptions& o) {
 
 }  // namespace
 
-const char* FaultName(FaultKind fault) {
-  for (const FaultEntry& entry : kFaults) {
-    if (entry.fault == fault) return entry.name;
-  }
-  return "unknown";
-}
-
-std::optional<FaultKind> ParseFault(std::string_view name) {
-  for (const FaultEntry& entry : kFaults) {
-    if (name == entry.name) return entry.fault;
-  }
-  return std::nullopt;
-}
-
-std::vector<FaultKind> AllFaults() {
-  std::vector<FaultKind> faults;
-  for (const FaultEntry& entry : kFaults) faults.push_back(entry.fault);
-  return faults;
-}
-
 bool FaultApplies(FaultKind fault, const SimOptions& options) {
+  // The canary of a compressed engine sees the compressed pool alone.
+  if (options.compress_ratio > 1) return fault == FaultKind::kCompressedSlotStale;
   switch (fault) {
     case FaultKind::kSwaLutStale:
       return options.swa_window > 0;
@@ -335,6 +309,10 @@ bool FaultApplies(FaultKind fault, const SimOptions& options) {
       return options.num_layers > kMaxRealKvSources;
     case FaultKind::kEaglePositionPlusOne:
       return options.draft_forwards > 1;
+    case FaultKind::kMlaLatentPage:
+      return options.pool_layout == "mla" && options.block_size == 0;
+    case FaultKind::kCompressedSlotStale:
+      return false;  // compress_ratio > 1 returned above
     case FaultKind::kBlockTableSwap:
     case FaultKind::kFreedBlockReuse:
     case FaultKind::kRealKvPage:
@@ -374,6 +352,7 @@ void ValidateOptions(const SimOptions& options) {
   ValidateTiers(options);
   ValidatePaging(options);
   ValidateSpeculative(options);
+  ValidatePoolKinds(options);
   ValidateCanary(options);
   ValidateFaults(options);
   // Last: the only check that asks the machine rather than the options.

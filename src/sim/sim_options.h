@@ -45,6 +45,9 @@ enum class FaultKind {
   kL3Stale,
   // Speculative decoding (--draft-forwards > 1).
   kEaglePositionPlusOne,
+  // An MLA pool (--pool-layout mla) and a compressed pool (--compress-ratio > 1).
+  kMlaLatentPage,
+  kCompressedSlotStale,
 };
 
 // The report's name: "req_to_token", "stride_view", ..., "position_skip".
@@ -80,6 +83,13 @@ struct SimOptions {
   // D - 1 writes one draft token per request at the next position; the oracle model decides how
   // many drafts are accepted, and the rejected drafts' slots are freed.
   int64_t draft_forwards = 0;
+  // How the canary sees the pool: "mha" (K and V halves) or "mla" (the K layers are the latent
+  // buffer, one canary half; the V bytes go unread).
+  std::string pool_layout = "mha";
+  // > 1: a compressed pool beside the full pool (DeepSeek-V4 style), one compressed slot per
+  // `compress_ratio` full slots: full slot s with (s + 1) % ratio == 0 maps to slot s / ratio.
+  // The canary's FULL group is the compressed pool. 0 = none.
+  int64_t compress_ratio = 0;
 
   // --- the workload (seeded; shared system prompts and follow-ups make prefix sharing heavy) ---
   int64_t num_system_prompts = 4;      // distinct shared system prompts (at least 1 is used)
@@ -142,7 +152,9 @@ struct SimOptions {
 // wrong_stride_read, stale_slot_reuse) need block_size 0; real_kv_deep_layer needs a pool of more
 // than four layers (num_layers > kMaxRealKvSources), so no preset (four layers) injects it and a
 // run asks for it with --layers; eagle_position_plus_one needs draft forwards (draft_forwards >
-// 1). Everything else applies to every
+// 1); mla_latent_page needs pool_layout "mla" with a per-token table; with compress_ratio > 1
+// only compressed_slot_stale applies (the canary sees the compressed pool alone). Everything
+// else applies to every
 // engine. The canary's own settings (mode, real_data) do not count: a fault the canary is
 // configured too weakly to see is still injected and must show up as undetected.
 bool FaultApplies(FaultKind fault, const SimOptions& options);
@@ -152,7 +164,7 @@ bool FaultApplies(FaultKind fault, const SimOptions& options);
 std::vector<FaultKind> EnabledFaults(const SimOptions& options);
 
 // The built-in scenarios, in the order `all` runs them: default, swa, offload, pd, paged, eagle,
-// soak.
+// mla, compressed, soak.
 std::vector<std::string> PresetNames();
 // The options of one preset (`scenario` set to its name). Throws UsageError for any other name,
 // "all" included (see ScenariosToRun).

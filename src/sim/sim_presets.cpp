@@ -8,7 +8,7 @@
 namespace kvcanary::sim {
 
 std::vector<std::string> PresetNames() {
-  return {"default", "swa", "offload", "pd", "paged", "eagle", "soak"};
+  return {"default", "swa", "offload", "pd", "paged", "eagle", "mla", "compressed", "soak"};
 }
 
 SimOptions ScenarioPreset(std::string_view name) {
@@ -51,6 +51,17 @@ SimOptions ScenarioPreset(std::string_view name) {
     // Speculative decoding: each decode step runs three inner forwards, the accepted token's and
     // two drafts', so the canary verifies drafts written earlier in the same step.
     o.draft_forwards = 3;
+    return o;
+  }
+  if (name == "mla") {
+    // DeepSeek-style MLA: the canary's one half over the latent buffer (the K layers).
+    o.pool_layout = "mla";
+    return o;
+  }
+  if (name == "compressed") {
+    // DeepSeek-V4 style: a compressed pool (one slot per 4 full slots) whose slots the canary
+    // protects, reached from the full pool's slots through a table.
+    o.compress_ratio = 4;
     return o;
   }
   if (name == "soak") {

@@ -52,6 +52,11 @@ TEST(KvcanaryCli, EachBadSimFlagExitsTwoWithItsMessage) {
        "--num-slots must be an integer in [2, 16777216], got '99999999999999999999'"},
       {"--mode warn", "--mode must be one of none, log, raise, got 'warn'"},
       {"--mode ''", "--mode must be a non-empty none|log|raise, got ''"},
+      {"--pool-layout gqa", "--pool-layout must be one of mha, mla, got 'gqa'"},
+      {"--compress-ratio 1", "--compress-ratio must be 0 (no compressed pool) or at least 2, got 1"},
+      {"--compress-ratio 4 --swa-window 64", "--compress-ratio cannot be combined with"},
+      {"--faults compressed_slot_stale",
+       "--faults: compressed_slot_stale does not apply to this engine: it needs --compress-ratio > 1"},
       {"--bogus", "The following argument was not expected: --bogus"},
   };
   for (const auto& [args, message] : cases) {
@@ -142,6 +147,21 @@ TEST(KvcanaryCli, AllocationFailureExitsThree) {
   EXPECT_NE(result.output.find("kvcanary sim: scenario default: "), std::string::npos)
       << result.output;
   EXPECT_NE(result.output.find("memory"), std::string::npos) << result.output;
+}
+
+// The pool kinds' scenarios as a user runs them: each fault class of its own detected (exit 0),
+// and undetected without the canary (its negative control: exit 1).
+TEST(KvcanaryCli, PoolKindScenariosDetectTheirFaultAndFailWithoutTheCanary) {
+  const std::pair<const char*, const char*> runs[] = {
+      {"mla", "mla_latent_page"},
+      {"compressed", "compressed_slot_stale"},
+  };
+  for (const auto& [scenario, fault] : runs) {
+    const std::string args =
+        std::string("sim --quiet --steps 300 --scenario ") + scenario + " --faults " + fault;
+    ExpectExit(args, 0, std::string("PASS: ") + scenario);
+    ExpectExit(args + " --mode none", 1, std::string("FAIL: ") + scenario);
+  }
 }
 
 TEST(KvcanaryCli, ShortCleanRunPassesAndWritesTheReport) {

@@ -22,7 +22,7 @@ TEST(SimOptions, FaultNamesAreTheSpecTableInOrder) {
       "pd_transfer_drop",     "swa_lut_stale",        "next_token_swap",   "position_skip",
       "block_table_swap",     "freed_block_reuse",    "real_kv_page",      "stale_out_cache_loc",
       "real_kv_deep_layer",   "l3_corrupt",           "l3_stale",
-      "eagle_position_plus_one"};
+      "eagle_position_plus_one", "mla_latent_page",    "compressed_slot_stale"};
   const std::vector<FaultKind> all = AllFaults();
   ASSERT_EQ(all.size(), spec.size());
   for (size_t i = 0; i < all.size(); ++i) {
@@ -171,8 +171,9 @@ TEST(SimOptions, EnabledFaultsResolvesAllNoneAndLists) {
   SimOptions options = ScenarioPreset("default");
   options.faults = "all";
   const std::vector<FaultKind> all = EnabledFaults(options);
-  // No SWA, host tier, L3, PD, block table, layer past the fourth or draft forward in `default`.
-  EXPECT_EQ(all.size(), AllFaults().size() - 11);
+  // No SWA, host tier, L3, PD, block table, layer past the fourth, draft forward, MLA or
+  // compressed pool in `default`.
+  EXPECT_EQ(all.size(), AllFaults().size() - 13);
   for (FaultKind fault : all) EXPECT_TRUE(FaultApplies(fault, options)) << FaultName(fault);
   options.faults = "none";
   EXPECT_TRUE(EnabledFaults(options).empty());
@@ -185,7 +186,7 @@ TEST(SimOptions, EnabledFaultsResolvesAllNoneAndLists) {
 TEST(SimOptions, EveryPresetIsValidAndNamed) {
   const std::vector<std::string> names = PresetNames();
   EXPECT_EQ(names, (std::vector<std::string>{"default", "swa", "offload", "pd", "paged", "eagle",
-                                             "soak"}));
+                                             "mla", "compressed", "soak"}));
   for (const std::string& name : names) {
     const SimOptions options = ScenarioPreset(name);
     EXPECT_EQ(options.scenario, name);
@@ -206,6 +207,11 @@ TEST(SimOptions, PresetsExerciseWhatTheirNameSays) {
   EXPECT_TRUE(enables("paged", FaultKind::kBlockTableSwap));
   EXPECT_TRUE(enables("eagle", FaultKind::kEaglePositionPlusOne));
   EXPECT_FALSE(enables("default", FaultKind::kEaglePositionPlusOne));
+  EXPECT_TRUE(enables("mla", FaultKind::kMlaLatentPage));
+  EXPECT_TRUE(enables("mla", FaultKind::kReqToToken));
+  EXPECT_EQ(EnabledFaults(ScenarioPreset("compressed")),
+            std::vector<FaultKind>{FaultKind::kCompressedSlotStale});
+  EXPECT_FALSE(enables("default", FaultKind::kMlaLatentPage));
   EXPECT_GT(ScenarioPreset("eagle").draft_forwards, 1);
   EXPECT_FALSE(enables("paged", FaultKind::kReqToToken));
   EXPECT_FALSE(enables("default", FaultKind::kSwaLutStale));
@@ -219,11 +225,13 @@ TEST(SimOptions, PresetsExerciseWhatTheirNameSays) {
 }
 
 TEST(SimOptions, PresetsAreDistinct) {
-  std::set<std::tuple<int64_t, bool, bool, std::string, int64_t, int64_t, int64_t, int64_t>> seen;
+  std::set<std::tuple<int64_t, bool, bool, std::string, int64_t, int64_t, int64_t, int64_t,
+                     std::string, int64_t>>
+      seen;
   for (const std::string& name : PresetNames()) {
     const SimOptions o = ScenarioPreset(name);
     EXPECT_TRUE(seen.insert({o.swa_window, o.host_tier, o.pd, o.faults, o.steps, o.num_slots,
-                             o.block_size, o.draft_forwards})
+                             o.block_size, o.draft_forwards, o.pool_layout, o.compress_ratio})
                     .second)
         << name << " repeats another preset";
   }
@@ -258,7 +266,7 @@ TEST(SimOptions, UnknownScenarioIsAUsageErrorListingTheValidOnes) {
     ScenariosToRun("bogus");
     FAIL() << "no error";
   } catch (const UsageError& error) {
-    EXPECT_NE(std::string(error.what()).find("default, swa, offload, pd, paged, eagle, soak, all"),
+    EXPECT_NE(std::string(error.what()).find("default, swa, offload, pd, paged, eagle, mla, compressed, soak, all"),
               std::string::npos)
         << error.what();
   }

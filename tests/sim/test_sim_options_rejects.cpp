@@ -4,6 +4,7 @@
 #include <cmath>
 #include <limits>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "kvcanary/runtime/device_memory.h"
@@ -17,7 +18,7 @@ TEST(SimOptions, RejectsUnknownFaultListingTheValidOnes) {
   SimOptions o;
   o.faults = "req_to_token,bit_rot";
   ExpectRejected(o, "--faults: unknown fault 'bit_rot' (valid: all, none, req_to_token, ");
-  ExpectRejected(o, "real_kv_deep_layer, l3_corrupt, l3_stale, eagle_position_plus_one)");
+  ExpectRejected(o, "l3_stale, eagle_position_plus_one, mla_latent_page, compressed_slot_stale)");
   o.faults = ",";
   ExpectRejected(o, "--faults is empty");
 }
@@ -35,6 +36,33 @@ TEST(SimOptions, RejectsAnExplicitFaultThatDoesNotApply) {
   ExpectRejected(o, "needs --sweep-interval > 0");
   o.faults = "all";  // `all` silently keeps only what applies
   EXPECT_EQ(ValidationError(o), "");
+  o.faults = "mla_latent_page";
+  ExpectRejected(o, "needs --pool-layout mla with --block-size 0 and --compress-ratio 0");
+  o.faults = "compressed_slot_stale";
+  ExpectRejected(o, "needs --compress-ratio > 1");
+  o.compress_ratio = 4;
+  o.faults = "req_to_token";  // the canary of a compressed engine sees the compressed pool alone
+  ExpectRejected(o, "req_to_token does not apply to this engine");
+}
+
+TEST(SimOptions, RejectsAPoolKindTheEngineCannotRun) {
+  using Edit = void (*)(SimOptions&);
+  const std::pair<Edit, const char*> cases[] = {
+      {[](SimOptions& o) { o.pool_layout = "gqa"; },
+       "--pool-layout must be one of mha, mla, got 'gqa'"},
+      {[](SimOptions& o) { o.pool_layout = "mla", o.pd = true; },
+       "--pool-layout mla cannot be combined with --pd"},
+      {[](SimOptions& o) { o.compress_ratio = 1; },
+       "--compress-ratio must be 0 (no compressed pool) or at least 2, got 1"},
+      {[](SimOptions& o) { o.compress_ratio = 4, o.block_size = 16; },
+       "--compress-ratio cannot be combined with --block-size, --swa-window, --host-tier, --pd, "
+       "--draft-forwards, --pool-layout mla or --on-violation quarantine"},
+  };
+  for (const auto& [edit, message] : cases) {
+    SimOptions o;
+    edit(o);
+    ExpectRejected(o, message);
+  }
 }
 
 TEST(SimOptions, RejectsAWindowNotSmallerThanTheContext) {

@@ -65,6 +65,17 @@ struct GroupSpec {
   int64_t indexer_bytes_per_token = 0;
   // SWA only: int64 [full_pool_size + 1] full slot -> SWA slot (0 = not resident), on the device.
   TensorView full_to_swa;
+  // A compressed pool (DeepSeek-V4 style, FULL group only): one compressed slot holds what
+  // `compress_ratio` consecutive full-pool tokens compress to, written when the last of them is.
+  // The group's slots (num_slots, its layers, host mirrors) are the compressed pool's;
+  // full_to_compressed, int64 [pool_slot_count + 1] on the device, maps each full slot to the
+  // compressed slot it closes, 0 for a slot that closes none. Records are written and verified
+  // through it as an SWA group's are through full_to_swa: a compressed slot's record holds the
+  // closing token and position, and a stale or wrong entry reads another slot's record. The
+  // chain link is checked only where the predecessor's full slot closes a compressed slot too;
+  // the write's chain-position assert is off for this group. 1 = an ordinary pool (no table).
+  int64_t compress_ratio = 1;
+  TensorView full_to_compressed;
   int64_t host_slots = 0;  // > 0: host-offload sidecar mirrors of this many slots
 };
 
