@@ -123,6 +123,9 @@ void Engine::Recompute(int64_t id, const std::set<int64_t>& failing_units) {
 }
 
 void Engine::RemoveCachedBadSlots() {
+  // Called every step: with no failing slot pending there is nothing to look for, and the walks
+  // below would visit every radix node twice for nothing.
+  if (bad_slots_.empty()) return;
   // A locked node waits for the requests reading it (a violation names them when they verify it).
   for (;;) {
     std::vector<RadixCache::NodeId> nodes = radix_->ResidentNodesHolding(bad_slots_);
