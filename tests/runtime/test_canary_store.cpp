@@ -30,6 +30,10 @@ std::string ViolationMessage(Body body) {
   return ThrownMessage<ViolationError>(body, "ViolationError");
 }
 
+constexpr const char* kAnotherPage =
+    "kv-canary: CANARY_L3_LOAD: stored page 'p1' is corrupt: key hash does not match key 'p1' (a "
+    "blob of another page)";
+
 // The message of a load that must have found a corrupt page.
 std::string CorruptMessage(const StoreLoadResult& result) {
   EXPECT_EQ(result.status, StoreLoadStatus::kCorrupt);
@@ -78,6 +82,12 @@ class CanaryStoreTest : public ::testing::Test {
     const std::vector<uint8_t> second = DeviceRecords(device[1]);
     records.insert(records.end(), second.begin(), second.end());
     return records;
+  }
+  // The first page stored as "p0", and its blob copied under "p1": a blob of another page.
+  void StoreUnderAnotherKey() {
+    Backup(first_);
+    engine_.canary->OffloadToStore(GroupKind::kFull, kHost, store_, "p0");
+    store_.Put("p1", *store_.Find("p0"));
   }
   StoreLoadResult Load(PageStore& store, const std::string& key) {
     return engine_.canary->LoadFromStore(GroupKind::kFull, kHost, store, key, host_.Layer0());
@@ -139,12 +149,8 @@ TEST_F(CanaryStoreTest, FlippedByteIsCorruptionAndChangesNothing) {
 }
 
 TEST_F(CanaryStoreTest, BlobOfAnotherPageIsCorruption) {
-  Backup(first_);
-  engine_.canary->OffloadToStore(GroupKind::kFull, kHost, store_, "p0");
-  store_.Put("p1", *store_.Find("p0"));
-  EXPECT_EQ(CorruptMessage(Load(store_, "p1")),
-            "kv-canary: CANARY_L3_LOAD: stored page 'p1' is corrupt: key hash does not match key "
-            "'p1' (a blob of another page)");
+  StoreUnderAnotherKey();
+  EXPECT_EQ(CorruptMessage(Load(store_, "p1")), kAnotherPage);
 }
 
 TEST_F(CanaryStoreTest, BlobOfAnotherSizeIsCorruption) {
@@ -257,12 +263,8 @@ class QuarantineStoreTest : public CanaryStoreTest {
 };
 
 TEST_F(QuarantineStoreTest, CorruptBlobIsAStatusAnIncidentAndNamesNoRequest) {
-  Backup(first_);
-  engine_.canary->OffloadToStore(GroupKind::kFull, kHost, store_, "p0");
-  store_.Put("p1", *store_.Find("p0"));
-  EXPECT_EQ(CorruptMessage(Load(store_, "p1")),
-            "kv-canary: CANARY_L3_LOAD: stored page 'p1' is corrupt: key hash does not match key "
-            "'p1' (a blob of another page)");
+  StoreUnderAnotherKey();
+  EXPECT_EQ(CorruptMessage(Load(store_, "p1")), kAnotherPage);
   EXPECT_TRUE(engine_.canary->TakeAffectedRequests().empty());
   std::ifstream incidents(IncidentPath());
   std::string line;
