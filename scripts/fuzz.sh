@@ -4,12 +4,17 @@
 # crash, sanitizer report, leak, timeout or out-of-memory; prints the failing target's log and
 # where the reproducer was written (docs/fuzzing.md).
 #
-#   KVC_FUZZ_SECONDS   seconds per target (default 20)
+#   KVC_FUZZ_BUDGET    seconds of fuzzing in all, split evenly over the targets (default 200)
+#   KVC_FUZZ_SECONDS   seconds per target instead of the split
 #   KVC_FUZZ_JOBS      targets run at once (default 2)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-seconds=${KVC_FUZZ_SECONDS:-20}
+# A new target takes its share of the budget rather than lengthening the stage.
+targets=(tests/fuzz/fuzz_*.cpp)
+budget=${KVC_FUZZ_BUDGET:-200}
+seconds=${KVC_FUZZ_SECONDS:-$((budget / ${#targets[@]}))}
+((seconds >= 1)) || seconds=1
 jobs=${KVC_FUZZ_JOBS:-2}
 work=${KVC_FUZZ_WORK:-$(mktemp -d -t kvc-fuzz.XXXXXX)}  # grown corpora, logs, reproducers
 
@@ -41,7 +46,7 @@ run_target() {
 echo "== kvcanary: fuzz every target for ${seconds} s, ${jobs} at a time (work dir ${work})"
 failed=0
 running=0
-for source in tests/fuzz/fuzz_*.cpp; do
+for source in "${targets[@]}"; do
   run_target "$(basename "${source}" .cpp)" &
   running=$((running + 1))
   if ((running >= jobs)); then

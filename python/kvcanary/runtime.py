@@ -29,6 +29,8 @@ Violation = _rt.Violation
 PerturbationEvent = _rt.PerturbationEvent
 AffectedRequest = _rt.AffectedRequest
 CanaryManager = _rt.CanaryManager
+FilePageStore = _rt.FilePageStore
+StoreLoadResult = _rt.StoreLoadResult
 CorruptionError = _kvcanary.CorruptionError
 
 
@@ -129,12 +131,14 @@ __all__ = [
     "Capacities",
     "Config",
     "CorruptionError",
+    "FilePageStore",
     "ForwardBatch",
     "ForwardHostInput",
     "GroupSpec",
     "PerturbConfig",
     "PerturbationEvent",
     "PrometheusCollector",
+    "StoreLoadResult",
     "Violation",
     "install",
     "paged_layer_bytes",

@@ -3,9 +3,13 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <memory>
+#include <string>
+
 #include "dlpack_export.h"
 #include "kvcanary/runtime/violation_format.h"
 #include "runtime_canary.h"
+#include "scalars.h"
 
 namespace py = pybind11;
 
@@ -109,6 +113,53 @@ void RegisterAffectedRequest(py::module_& m) {
       });
 }
 
+const char* StoreLoadStatusName(runtime::StoreLoadStatus status) {
+  switch (status) {
+    case runtime::StoreLoadStatus::kLoaded:
+      return "loaded";
+    case runtime::StoreLoadStatus::kMiss:
+      return "miss";
+    case runtime::StoreLoadStatus::kCorrupt:
+      return "corrupt";
+  }
+  return "unknown";
+}
+
+// The L3 tier's store and what a load from it found.
+void RegisterPageStore(py::module_& m) {
+  py::class_<PyFilePageStore>(m, "FilePageStore",
+                              "One file <directory>/<key>.page per stored page (page_store.h).")
+      .def(py::init([](py::handle directory) {
+             if (!py::isinstance<py::str>(directory) && !py::hasattr(directory, "__fspath__")) {
+               ThrowTypeError("kv-canary: directory must be a str or os.PathLike, got ",
+                              TypeName(directory));
+             }
+             const py::object path = py::module_::import("os").attr("fspath")(directory);
+             return std::make_unique<PyFilePageStore>(StrArg(path, "directory"));
+           }),
+           py::arg("directory"))
+      .def_readonly("directory", &PyFilePageStore::directory)
+      .def(
+          "path_of",
+          [](const PyFilePageStore& s, py::handle key) {
+            const std::string text = StrArg(key, "key");
+            runtime::CheckPageStoreKey(text);
+            return s.store.PathOf(text);
+          },
+          py::arg("key"))
+      .def("__repr__", [](const PyFilePageStore& s) {
+        return "FilePageStore(directory='" + s.directory + "')";
+      });
+  using R = runtime::StoreLoadResult;
+  py::class_<R>(m, "StoreLoadResult", "What load_from_store found: loaded, miss or corrupt.")
+      .def_property_readonly("status", [](const R& r) { return StoreLoadStatusName(r.status); })
+      .def_readonly("message", &R::message)
+      .def("__repr__", [](const R& r) {
+        return std::string("StoreLoadResult(status=") + StoreLoadStatusName(r.status) +
+               (r.message.empty() ? "" : ", message=" + r.message) + ")";
+      });
+}
+
 void RegisterCanaryManager(py::module_& m) {
   using M = PyCanaryManager;
   // Garbage-collected: a listener or radix view that refers back to the runtime is a cycle only
@@ -144,6 +195,11 @@ void RegisterCanaryManager(py::module_& m) {
            py::arg("host_v") = py::none())
       .def("restore_records", &M::RestoreRecords, py::arg("kind"), py::arg("host_indices"),
            py::arg("device_indices"))
+      .def("offload_to_store", &M::OffloadToStore, py::arg("kind"), py::arg("host_indices"),
+           py::arg("store"), py::arg("key"))
+      .def("load_from_store", &M::LoadFromStore, py::arg("kind"), py::arg("host_indices"),
+           py::arg("store"), py::arg("key"), py::arg("host_k") = py::none(),
+           py::arg("host_v") = py::none())
       .def("stats", &M::Stats)
       .def("metrics", &M::Metrics)
       .def(
@@ -194,6 +250,7 @@ void Runtime_Register(py::module_& parent) {
   RegisterViolation(m);
   RegisterPerturbationEvent(m);
   RegisterAffectedRequest(m);
+  RegisterPageStore(m);
   RegisterCanaryManager(m);
 }
 

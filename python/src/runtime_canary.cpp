@@ -52,6 +52,21 @@ class ExclusiveCall {
   throw py::error_already_set();
 }
 
+// The store of offload_to_store / load_from_store: a kvcanary.runtime.FilePageStore only.
+runtime::PageStore& StoreArg(py::handle store) {
+  if (!py::isinstance<PyFilePageStore>(store)) {
+    ThrowTypeError("kv-canary: store must be a kvcanary.runtime.FilePageStore, got ",
+                   TypeName(store));
+  }
+  return store.cast<PyFilePageStore&>().store;
+}
+
+// The host copy of layer 0 (verify_backup), imported into `scope` for the call.
+runtime::HostLayer0 HostLayer0Arg(ImportScope& scope, py::handle host_k, py::handle host_v) {
+  return runtime::HostLayer0{PagedLayerBytes(scope.Import(host_k, "host_k"), "host_k"),
+                             PagedLayerBytes(scope.Import(host_v, "host_v"), "host_v")};
+}
+
 // Per-tag counters by launch tag name.
 py::dict PerTag(const std::array<int64_t, kNumLaunchTags>& values) {
   py::dict out;
@@ -251,8 +266,7 @@ void PyCanaryManager::BackupRecords(py::handle kind, py::handle host_indices,
   const std::vector<int64_t> host = Int64ListArg(host_indices, "host_indices");
   const std::vector<int64_t> device = Int64ListArg(device_indices, "device_indices");
   ImportScope scope;  // the host layers are read during the call only
-  const runtime::HostLayer0 layer{PagedLayerBytes(scope.Import(host_k, "host_k"), "host_k"),
-                                  PagedLayerBytes(scope.Import(host_v, "host_v"), "host_v")};
+  const runtime::HostLayer0 layer = HostLayer0Arg(scope, host_k, host_v);
   Run([&] { manager_->BackupRecords(group, host, device, layer); });
 }
 
@@ -262,6 +276,29 @@ void PyCanaryManager::RestoreRecords(py::handle kind, py::handle host_indices,
   const std::vector<int64_t> host = Int64ListArg(host_indices, "host_indices");
   const std::vector<int64_t> device = Int64ListArg(device_indices, "device_indices");
   Run([&] { manager_->RestoreRecords(group, host, device); });
+}
+
+void PyCanaryManager::OffloadToStore(py::handle kind, py::handle host_indices, py::handle store,
+                                     py::handle key) {
+  const runtime::GroupKind group = GroupKindArg(kind, "kind");
+  const std::vector<int64_t> host = Int64ListArg(host_indices, "host_indices");
+  runtime::PageStore& page_store = StoreArg(store);
+  const std::string page_key = StrArg(key, "key");
+  Run([&] { manager_->OffloadToStore(group, host, page_store, page_key); });
+}
+
+runtime::StoreLoadResult PyCanaryManager::LoadFromStore(py::handle kind, py::handle host_indices,
+                                                        py::handle store, py::handle key,
+                                                        py::handle host_k, py::handle host_v) {
+  const runtime::GroupKind group = GroupKindArg(kind, "kind");
+  const std::vector<int64_t> host = Int64ListArg(host_indices, "host_indices");
+  runtime::PageStore& page_store = StoreArg(store);
+  const std::string page_key = StrArg(key, "key");
+  ImportScope scope;
+  const runtime::HostLayer0 layer = HostLayer0Arg(scope, host_k, host_v);
+  runtime::StoreLoadResult result;
+  Run([&] { result = manager_->LoadFromStore(group, host, page_store, page_key, layer); });
+  return result;
 }
 
 py::dict PyCanaryManager::Stats() {
@@ -285,6 +322,7 @@ py::dict PyCanaryManager::Stats() {
   out["swa_unmapped_in_window"] = s.swa_unmapped_in_window;
   out["swa_remapped"] = s.swa_remapped;
   out["swa_out_of_window"] = s.swa_out_of_window;
+  out["l3_corrupt_loads"] = s.l3_corrupt_loads;
   return out;
 }
 

@@ -29,6 +29,14 @@ struct Violation {
   int64_t step = 0;
 };
 
+// kvcanary.runtime.FilePageStore: the L3 tier's file-per-key store, made from Python and passed to
+// offload_to_store / load_from_store.
+struct PyFilePageStore {
+  explicit PyFilePageStore(const std::string& dir) : directory(dir), store(dir) {}
+  std::string directory;
+  runtime::FilePageStore store;
+};
+
 // Who is inside the runtime: set while a call that changes it runs (with the GIL released).
 struct CallGate {
   std::atomic<bool> busy{false};
@@ -65,6 +73,13 @@ class PyCanaryManager {
                      pybind11::handle host_v);
   void RestoreRecords(pybind11::handle kind, pybind11::handle host_indices,
                       pybind11::handle device_indices);
+  // L3 tier: the host-mirror records of `host_indices` as one record blob in a FilePageStore
+  // under `key`, and back (with the host copy of layer 0 for verify_backup).
+  void OffloadToStore(pybind11::handle kind, pybind11::handle host_indices,
+                      pybind11::handle store, pybind11::handle key);
+  runtime::StoreLoadResult LoadFromStore(pybind11::handle kind, pybind11::handle host_indices,
+                                         pybind11::handle store, pybind11::handle key,
+                                         pybind11::handle host_k, pybind11::handle host_v);
 
   pybind11::dict Stats();
   std::string Metrics();

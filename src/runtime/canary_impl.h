@@ -7,6 +7,7 @@
 //   canary_quarantine.cpp  quarantine: the requests a reported violation touched
 //   canary_sweep.cpp     periodic sweep of the radix cache
 //   canary_offload.cpp   host-offload sidecar, verify_backup and PD splice
+//   canary_store.cpp     the L3 tier: a page's records as a record blob in a PageStore
 //   swa_divergence.cpp   the SWA divergence report every swa_divergence_stats_interval steps
 //   verify_path_*.cpp    how HEAD/TAIL verification runs (planned or fused)
 //   perturbation.cpp     fault injection: the Perturber, which sees the runtime only
@@ -78,6 +79,7 @@ struct ReporterState {
   int64_t last_write_index = 0;
   ViolationListener listener;
   std::array<int64_t, kNumLaunchTags> violations_by_tag{};
+  int64_t l3_corrupt_loads = 0;  // LoadFromStore calls that found a corrupt page
 };
 
 // The all-reduced violation signal across ranks.
@@ -201,6 +203,10 @@ class CanaryManager::Impl final : public PerturbationHost {
   // ViolationError on a mismatch.
   void VerifyBackup(const GroupState& group, const std::vector<int64_t>& host_indices,
                     const std::array<std::optional<RealKvSource>, 2>& sources);
+  // canary_store.cpp: a corrupt L3 load, reported (ERROR line, counter, incident); throws
+  // ViolationError(`message`) when the runtime raises, else returns the kCorrupt result.
+  StoreLoadResult ReportCorruptLoad(const GroupState& group, const std::string& key,
+                                    const std::string& reason, const std::string& message);
   GroupState& GroupOf(GroupKind kind, const char* what);
   const GroupState& GroupOf(GroupKind kind, const char* what) const;
 

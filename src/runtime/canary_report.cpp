@@ -197,6 +197,7 @@ MetricsSnapshot CanaryManager::Impl::Snapshot() const {
   metrics.swa_unmapped_in_window = swa_divergence_.last.unmapped_in_window;
   metrics.swa_remapped = swa_divergence_.last.remapped;
   metrics.swa_out_of_window = swa_divergence_.last.out_of_window;
+  metrics.l3_corrupt_loads = reporter_.l3_corrupt_loads;
   return metrics;
 }
 

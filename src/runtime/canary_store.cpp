@@ -1,6 +1,7 @@
 // The L3 tier of the offload sidecar: a page's records move from the host mirrors into a record
 // blob in a PageStore, and back. A blob that comes back wrong (size, header, key, checksum) or
-// whose records do not match the host KV is corruption, raised as a violation: never a miss.
+// whose records do not match the host KV is corruption, reported as a violation (raised when the
+// runtime raises, else returned as kCorrupt): never a miss.
 #include <cstring>
 
 #include "kvcanary/runtime/page_store.h"
@@ -72,37 +73,33 @@ int64_t BlobBytesOf(const GroupState& group, const std::vector<int64_t>& host_in
   return bytes;
 }
 
-[[noreturn]] void ReportCorrupt(const CanaryManager::Impl& impl, const GroupState& group,
-                               const std::string& key, const std::string& reason) {
-  impl.Log(LogLevel::kError, "CANARY_L3_LOAD CORRUPT [" +
-                                 std::string(GroupKindName(group.spec.kind)) + "]: key=" + key +
-                                 ": " + reason);
-  throw ViolationError("kv-canary: CANARY_L3_LOAD: stored page '" + key +
-                       "' is corrupt: " + reason);
+// What the store holds under `key`: no entry (a miss), a blob whose size, header, key hash and
+// checksum passed, or what is wrong with the entry.
+struct StoredBlob {
+  std::optional<std::vector<uint8_t>> blob;
+  std::string problem;  // non-empty: the entry is corrupt
+};
+
+StoredBlob ReadCheckedBlob(const GroupState& group, const std::vector<int64_t>& host_indices,
+                           PageStore& store, const std::string& key) {
+  const int64_t expected_bytes = BlobBytesOf(group, host_indices);
+  StoredBlob stored;
+  try {
+    stored.blob = store.Get(key, expected_bytes);
+  } catch (const PageSizeError& error) {
+    stored.problem = "blob bytes must be " + std::to_string(expected_bytes) + ", got " +
+                     std::to_string(error.stored_bytes());
+    return stored;
+  }
+  if (!stored.blob.has_value()) return stored;
+  const int buffers = static_cast<int>(AllocatedBuffers(group).size());
+  stored.problem =
+      CheckRecordBlob(*stored.blob, key, buffers, static_cast<int64_t>(host_indices.size()));
+  if (!stored.problem.empty()) stored.blob.reset();
+  return stored;
 }
 
-// The blob under `key` once its size, header, key hash and checksum passed; nullopt when the
-// store holds no entry. Anything wrong is reported as corruption.
-std::optional<std::vector<uint8_t>> ReadCheckedBlob(const CanaryManager::Impl& impl,
-                                                    const GroupState& group,
-                                                    const std::vector<int64_t>& host_indices,
-                                                    PageStore& store, const std::string& key) {
-  const int64_t expected_bytes = BlobBytesOf(group, host_indices);
-  std::optional<std::vector<uint8_t>> blob;
-  try {
-    blob = store.Get(key, expected_bytes);
-  } catch (const PageSizeError& error) {
-    ReportCorrupt(impl, group, key,
-                  "blob bytes must be " + std::to_string(expected_bytes) + ", got " +
-                      std::to_string(error.stored_bytes()));
-  }
-  if (!blob.has_value()) return blob;
-  const int buffers = static_cast<int>(AllocatedBuffers(group).size());
-  const std::string problem =
-      CheckRecordBlob(*blob, key, buffers, static_cast<int64_t>(host_indices.size()));
-  if (!problem.empty()) ReportCorrupt(impl, group, key, problem);
-  return blob;
-}
+constexpr const char* kErrorPrefix = "kv-canary: ";
 
 }  // namespace
 
@@ -119,30 +116,56 @@ void CanaryManager::OffloadToStore(GroupKind kind, const std::vector<int64_t>& h
                                   GatherRecords(group, host_indices)));
 }
 
-bool CanaryManager::LoadFromStore(GroupKind kind, const std::vector<int64_t>& host_indices,
-                                  PageStore& store, const std::string& key,
-                                  const HostLayer0& host_layer0) {
+StoreLoadResult CanaryManager::Impl::ReportCorruptLoad(const GroupState& group,
+                                                       const std::string& key,
+                                                       const std::string& reason,
+                                                       const std::string& message) {
+  const std::string kind = GroupKindName(group.spec.kind);
+  Log(LogLevel::kError, "CANARY_L3_LOAD CORRUPT [" + kind + "]: key=" + key + ": " + reason);
+  reporter_.l3_corrupt_loads += 1;
+  if (incident_file_.enabled()) {
+    const std::string line = FormatL3LoadIncidentJson(step_.outer, kind, key, reason);
+    if (const std::optional<std::string> warning = incident_file_.Append({line})) {
+      Log(LogLevel::kWarning, *warning);
+    }
+  }
+  if (config_.RaisesOnViolation()) throw ViolationError(message);
+  return StoreLoadResult{StoreLoadStatus::kCorrupt, message};
+}
+
+StoreLoadResult CanaryManager::LoadFromStore(GroupKind kind,
+                                             const std::vector<int64_t>& host_indices,
+                                             PageStore& store, const std::string& key,
+                                             const HostLayer0& host_layer0) {
   GroupState& group = impl_->GroupOf(kind, "load from store");
   CheckHostIndices(group, host_indices, "load from store");
   CheckPageStoreKey(key);
   std::array<std::optional<RealKvSource>, 2> verify_sources;
   if (impl_->config_.verify_backup) verify_sources = impl_->BackupSources(group, host_layer0);
-  const std::optional<std::vector<uint8_t>> blob =
-      ReadCheckedBlob(*impl_, group, host_indices, store, key);
-  if (!blob.has_value()) return false;  // never stored (or erased): a true miss
+  const StoredBlob stored = ReadCheckedBlob(group, host_indices, store, key);
+  if (!stored.problem.empty()) {
+    return impl_->ReportCorruptLoad(
+        group, key, stored.problem,
+        "kv-canary: CANARY_L3_LOAD: stored page '" + key + "' is corrupt: " + stored.problem);
+  }
+  if (!stored.blob.has_value()) return {};  // never stored (or erased): a true miss
   // Pending copies out of the mirrors must not see the new records; a failed verification
   // puts the old ones back, so a rejected load changes nothing.
   SynchronizeStream(impl_->device_, impl_->stream_);
   const std::vector<uint8_t> previous = GatherRecords(group, host_indices);
-  ScatterRecords(group, host_indices, blob->data() + kRecordBlobHeaderBytes);
-  if (!impl_->config_.verify_backup) return true;
-  try {
-    impl_->VerifyBackup(group, host_indices, verify_sources);
-  } catch (const ViolationError&) {
-    ScatterRecords(group, host_indices, previous.data());
-    throw;
+  ScatterRecords(group, host_indices, stored.blob->data() + kRecordBlobHeaderBytes);
+  if (impl_->config_.verify_backup) {
+    try {
+      impl_->VerifyBackup(group, host_indices, verify_sources);
+    } catch (const ViolationError& error) {
+      // A stale page: intact and under its key, but not the records of the KV that came back.
+      ScatterRecords(group, host_indices, previous.data());
+      const std::string message = error.what();
+      return impl_->ReportCorruptLoad(group, key, message.substr(std::strlen(kErrorPrefix)),
+                                      message);
+    }
   }
-  return true;
+  return StoreLoadResult{StoreLoadStatus::kLoaded, ""};
 }
 
 }  // namespace kvcanary::runtime

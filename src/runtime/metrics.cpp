@@ -76,7 +76,28 @@ constexpr ScalarMetric kScalarMetrics[] = {
     {"kvcanary_swa_out_of_window", "gauge",
      "Last SWA divergence report: positions before the window mapped to 0.",
      &MetricsSnapshot::swa_out_of_window},
+    {"kvcanary_l3_corrupt_loads_total", "counter",
+     "Loads from an L3 page store that found a corrupt or stale page.",
+     &MetricsSnapshot::l3_corrupt_loads},
 };
+
+// `text` as the inside of a JSON string.
+std::string JsonEscaped(const std::string& text) {
+  std::string out;
+  for (const char c : text) {
+    if (c == '"' || c == '\\') {
+      out.push_back('\\');
+      out.push_back(c);
+    } else if (static_cast<unsigned char>(c) < 0x20) {
+      static constexpr char kHex[] = "0123456789abcdef";
+      out.append("\\u00").push_back(kHex[(c >> 4) & 0xF]);
+      out.push_back(kHex[c & 0xF]);
+    } else {
+      out.push_back(c);
+    }
+  }
+  return out;
+}
 
 }  // namespace
 
@@ -116,6 +137,13 @@ std::string FormatIncidentJson(const ViolationRow& row, int64_t step) {
          ",\"stored_chain_hash\":\"" + FormatHex64(row.stored_chain_hash) +
          "\",\"expected_aux\":\"" + FormatHex64(row.expected_aux) +
          "\",\"fail_reason_bits\":" + std::to_string(row.fail_reason_bits) + "}";
+}
+
+std::string FormatL3LoadIncidentJson(int64_t step, const std::string& group, const std::string& key,
+                                     const std::string& reason) {
+  return "{\"step\":" + std::to_string(step) + ",\"launch_tag\":\"CANARY_L3_LOAD\",\"group\":\"" +
+         JsonEscaped(group) + "\",\"key\":\"" + JsonEscaped(key) + "\",\"reason\":\"" +
+         JsonEscaped(reason) + "\"}";
 }
 
 }  // namespace kvcanary::runtime

@@ -3,6 +3,7 @@
 
 #include <cstring>
 #include <sstream>
+#include <string>
 
 #include "kvcanary/format.h"
 #include "runtime/blake2b.h"
@@ -66,6 +67,16 @@ std::vector<uint8_t> EncodeRecordBlob(const std::string& key, int buffers, int64
 
 std::string CheckRecordBlob(const std::vector<uint8_t>& blob, const std::string& key, int buffers,
                             int64_t slots) {
+  // A shape the header cannot hold would size the blob wrongly (or overflow): refused before
+  // anything is read, so no size can send a read past the blob's bytes.
+  if (buffers < 1 || buffers > kMaxRecordBlobBuffers) {
+    return "record buffers must be in [1, " + std::to_string(kMaxRecordBlobBuffers) + "], got " +
+           std::to_string(buffers);
+  }
+  if (slots < 1 || slots > kMaxRecordBlobSlots) {
+    return "slots must be in [1, " + std::to_string(kMaxRecordBlobSlots) + "], got " +
+           std::to_string(slots);
+  }
   const int64_t expected_bytes = RecordBlobBytes(buffers, slots);
   if (static_cast<int64_t>(blob.size()) != expected_bytes) {
     return Mismatch<int64_t>("blob bytes", expected_bytes, static_cast<int64_t>(blob.size()));

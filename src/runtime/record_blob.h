@@ -18,6 +18,9 @@ namespace kvcanary::runtime {
 inline constexpr uint32_t kRecordBlobMagic = 0x4C43564Bu;  // "KVCL"
 inline constexpr uint16_t kRecordBlobVersion = 1;
 inline constexpr int64_t kRecordBlobHeaderBytes = 32;
+// The shapes a blob can describe: a group's four canary buffers at most, a u32 slot count.
+inline constexpr int kMaxRecordBlobBuffers = 4;
+inline constexpr int64_t kMaxRecordBlobSlots = 0xFFFFFFFF;
 
 // Header and payload bytes of a blob of `buffers` record buffers of `slots` slots.
 int64_t RecordBlobBytes(int buffers, int64_t slots);
@@ -26,8 +29,10 @@ int64_t RecordBlobBytes(int buffers, int64_t slots);
 std::vector<uint8_t> EncodeRecordBlob(const std::string& key, int buffers, int64_t slots,
                                       const std::vector<uint8_t>& payload);
 
-// Empty when `blob` is a well-formed blob of `buffers` x `slots` records written for `key`;
-// otherwise what is wrong with it, naming the field, the expected and the found value.
+// Empty when `blob` is a well-formed blob of `buffers` x `slots` records written for `key`
+// (then it is exactly EncodeRecordBlob's bytes for them, RecordBlobBytes long); otherwise what is
+// wrong with it, naming the field, the expected and the found value. A shape outside
+// [1, kMaxRecordBlobBuffers] x [1, kMaxRecordBlobSlots] is refused before the blob is read.
 std::string CheckRecordBlob(const std::vector<uint8_t>& blob, const std::string& key, int buffers,
                             int64_t slots);
 

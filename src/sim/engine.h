@@ -329,6 +329,8 @@ class Engine {
   void LoadPageUp(int64_t page, const std::vector<int64_t>& requested,
                   const std::vector<int64_t>& device_slots);
   void LoadRecordsFromL3(const std::string& key, const std::vector<int64_t>& host_slots);
+  runtime::StoreLoadResult LoadFromL3Store(const std::string& key,
+                                           const std::vector<int64_t>& host_slots);
   // A page left L3 (loaded or dropped): its blob becomes the key's previous one, its key free.
   void RetireKey(const std::string& key);
 

@@ -123,15 +123,30 @@ void Engine::LoadPageUp(int64_t page, const std::vector<int64_t>& requested,
 }
 
 void Engine::LoadRecordsFromL3(const std::string& key, const std::vector<int64_t>& host_slots) {
-  bool loaded = false;
-  try {
-    loaded = canary_->LoadFromStore(runtime::GroupKind::kFull, host_slots, l3_->store, key);
-  } catch (const runtime::ViolationError& error) {
-    // Corruption is reported, never a miss; the fault injector may put a good copy back.
-    if (hooks_ == nullptr || !hooks_->OnL3Corruption(*this, error.what())) throw;
-    loaded = canary_->LoadFromStore(runtime::GroupKind::kFull, host_slots, l3_->store, key);
+  runtime::StoreLoadResult result = LoadFromL3Store(key, host_slots);
+  if (result.status == runtime::StoreLoadStatus::kCorrupt) {
+    // Corruption is reported, never a miss; the fault injector may put a good copy back. The
+    // simulator cannot rebuild a page that is neither in the host tier nor intact in L3: an
+    // unrepaired one stops the run, as a raise would.
+    if (hooks_ == nullptr || !hooks_->OnL3Corruption(*this, result.message)) {
+      throw runtime::ViolationError(result.message);
+    }
+    result = LoadFromL3Store(key, host_slots);
   }
-  if (!loaded) Fail("page " + key + " has no stored records");
+  if (result.status != runtime::StoreLoadStatus::kLoaded) {
+    Fail("page " + key + " has no stored records" +
+         (result.message.empty() ? "" : " (" + result.message + ")"));
+  }
+}
+
+runtime::StoreLoadResult Engine::LoadFromL3Store(const std::string& key,
+                                                 const std::vector<int64_t>& host_slots) {
+  // A runtime that raises throws the report that one in mode log returns.
+  try {
+    return canary_->LoadFromStore(runtime::GroupKind::kFull, host_slots, l3_->store, key);
+  } catch (const runtime::ViolationError& error) {
+    return runtime::StoreLoadResult{runtime::StoreLoadStatus::kCorrupt, error.what()};
+  }
 }
 
 void Engine::RetireKey(const std::string& key) {

@@ -33,9 +33,12 @@ void Engine::HoldSampled(const Batch& batch, const std::vector<int64_t>& sampled
                          const std::vector<std::unique_ptr<Request>>& done) {
   // This forward consumed (wrote and checked) the tokens its rows were fed: count it first.
   for (const BatchRow& row : batch.rows) held_->Forwarded(row.req->spec.id, outer);
+  // The sampler's tokens first (as the hooks left them), then those the drafts appended: each
+  // request's accepted drafts and bonus, after its sampled token.
   for (size_t k = 0; k < last_sampled_.size(); ++k) {
     const SampledToken& token = last_sampled_[k];
-    held_->Hold(token.req->spec.id, token.position, sampled[k], token.expected, outer);
+    const int64_t actual = k < sampled.size() ? sampled[k] : token.actual;
+    held_->Hold(token.req->spec.id, token.position, actual, token.expected, outer);
   }
   for (const std::unique_ptr<Request>& req : done) held_->Finished(req->spec.id, outer);
 }
@@ -123,6 +126,9 @@ void Engine::Recompute(int64_t id, const std::set<int64_t>& failing_units) {
 }
 
 void Engine::RemoveCachedBadSlots() {
+  // Called every step: with no failing slot pending there is nothing to look for, and the walks
+  // below would visit every radix node twice for nothing.
+  if (bad_slots_.empty()) return;
   // A locked node waits for the requests reading it (a violation names them when they verify it).
   for (;;) {
     std::vector<RadixCache::NodeId> nodes = radix_->ResidentNodesHolding(bad_slots_);

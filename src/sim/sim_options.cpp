@@ -233,11 +233,9 @@ void ValidatePaging(const SimOptions& o) {
 
 void ValidateSpeculative(const SimOptions& o) {
   RequireAtLeast("--draft-forwards", o.draft_forwards, 0);  // the maximum: CheckFlagMaxima
-  if (o.draft_forwards > 1 &&
-      (o.block_size > 0 || o.swa_window > 0 || o.pd || o.on_violation == "quarantine")) {
-    Throw("--draft-forwards cannot be combined with --block-size, --swa-window, --pd or "
-          "--on-violation quarantine (the simulator's drafts are per-token slots of the full "
-          "pool, delivered at once)");
+  if (o.draft_forwards > 1 && (o.block_size > 0 || o.swa_window > 0 || o.pd)) {
+    Throw("--draft-forwards cannot be combined with --block-size, --swa-window or --pd (the "
+          "simulator's drafts are per-token slots of the full pool)");
   }
 }
 

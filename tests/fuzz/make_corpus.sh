@@ -41,3 +41,12 @@ printf ' On \\ 1e400\\  \\ swa\\ \x05\x11\x0b\x14' >corpus/fuzz_config/spaces
 for scenario in default swa offload pd soak all; do
   printf '%s\\ \x02\x01\x00\x03\x07' "${scenario}" >"corpus/fuzz_sim_options/${scenario}"
 done
+
+# fuzz_record_blob: control bytes are read from the end (shape, key, sizing, blob kind, change,
+# position, flip), the blob's payload from the front. A 4 x 2 blob for key n16-k0: well formed, with
+# a payload byte flipped, cut short; then raw bytes (a header-like start) for key page-3.
+{ repeat 11 256; printf '\x05\x00\x01\x00\x00\x02'; } >corpus/fuzz_record_blob/well_formed
+{ repeat 11 256; printf '\x40\x30\x01\x01\x00\x00\x02'; } >corpus/fuzz_record_blob/flipped
+{ repeat 11 256; printf '\x90\x02\x01\x00\x00\x02'; } >corpus/fuzz_record_blob/cut_short
+{ printf 'KVCL\x01\x00\x04\x00\x02\x00\x00\x00\x20\x00\x00\x00'; repeat 00 272; printf '\x00\x00\x01\x02'; } \
+  >corpus/fuzz_record_blob/raw_header

@@ -291,7 +291,8 @@ TEST(CanaryManager, PrometheusTextHasEveryTag) {
   for (int i = 0; i < 4; ++i) engine.Step();
   const std::string text = engine.canary->PrometheusText();
   EXPECT_NE(text.find("launch_tag=\"TAIL_K_FULL\""), std::string::npos);
-  const std::regex sample(R"(^[a-z_]+(\{[^}]*\})? -?[0-9]+$)");
+  // Prometheus metric names: [a-zA-Z_:][a-zA-Z0-9_:]* (kvcanary_l3_... has a digit).
+  const std::regex sample(R"(^[a-zA-Z_:][a-zA-Z0-9_:]*(\{[^}]*\})? -?[0-9]+$)");
   std::istringstream lines(text);
   std::string line;
   int samples = 0;

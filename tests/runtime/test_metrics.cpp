@@ -36,6 +36,7 @@ MetricsSnapshot SampleSnapshot() {
   s.swa_unmapped_in_window = 1;
   s.swa_remapped = 9;
   s.swa_out_of_window = 30;
+  s.l3_corrupt_loads = 8;
   return s;
 }
 
@@ -74,7 +75,7 @@ TEST(Metrics, PrometheusTextIsWellFormed) {
   for (const auto& [name, count] : helps) EXPECT_EQ(count, 1) << name;
   for (const auto& [name, count] : types) EXPECT_EQ(count, 1) << name;
   EXPECT_EQ(helps.size(), types.size());
-  EXPECT_EQ(samples.size(), 3u * kNumLaunchTags + 14u);
+  EXPECT_EQ(samples.size(), 3u * kNumLaunchTags + 15u);
 }
 
 TEST(Metrics, PrometheusCarriesTheSnapshotValues) {
@@ -92,7 +93,8 @@ TEST(Metrics, PrometheusCarriesTheSnapshotValues) {
         "kvcanary_ring_overflow 1\n", "# TYPE kvcanary_kernel_runs_total counter\n",
         "kvcanary_swa_divergence_reports_total 6\n", "# TYPE kvcanary_swa_record_mismatches gauge\n",
         "kvcanary_swa_record_mismatches 2\n", "kvcanary_swa_unmapped_in_window 1\n",
-        "kvcanary_swa_remapped 9\n", "kvcanary_swa_out_of_window 30\n"}) {
+        "kvcanary_swa_remapped 9\n", "kvcanary_swa_out_of_window 30\n",
+        "# TYPE kvcanary_l3_corrupt_loads_total counter\n", "kvcanary_l3_corrupt_loads_total 8\n"}) {
     EXPECT_NE(text.find(expected), std::string::npos) << expected;
   }
   EXPECT_NE(FormatPrometheus(MetricsSnapshot{}).find("kvcanary_last_violation_step -1\n"),
@@ -124,6 +126,15 @@ TEST(Metrics, IncidentJsonOfUnknownTagWithoutReasons) {
   EXPECT_EQ(json.find('\n'), std::string::npos);
   EXPECT_EQ(json.front(), '{');
   EXPECT_EQ(json.back(), '}');
+}
+
+TEST(Metrics, L3LoadIncidentJsonEscapesTheReason) {
+  EXPECT_EQ(FormatL3LoadIncidentJson(4, "FULL", "p0", "checksum mismatch"),
+            "{\"step\":4,\"launch_tag\":\"CANARY_L3_LOAD\",\"group\":\"FULL\",\"key\":\"p0\","
+            "\"reason\":\"checksum mismatch\"}");
+  const std::string json = FormatL3LoadIncidentJson(0, "SWA", "k", "a \"quoted\" \\ path\n");
+  EXPECT_NE(json.find("\"reason\":\"a \\\"quoted\\\" \\\\ path\\u000a\"}"), std::string::npos)
+      << json;
 }
 
 }  // namespace

@@ -58,6 +58,15 @@ TEST_F(RecordBlobTest, ShapeAndSizeMustMatchTheLoad) {
   EXPECT_EQ(Check(), "blob bytes must be 288, got 287");
 }
 
+TEST_F(RecordBlobTest, ShapeOutsideTheHeaderIsRefusedBeforeAnyRead) {
+  // -1 buffers x 1 slot would size the blob at 0 bytes: an empty blob must not be read.
+  EXPECT_EQ(CheckRecordBlob({}, "page-3", -1, 1), "record buffers must be in [1, 4], got -1");
+  EXPECT_EQ(CheckRecordBlob(blob_, "page-3", 5, 2), "record buffers must be in [1, 4], got 5");
+  EXPECT_EQ(CheckRecordBlob(blob_, "page-3", 4, 0), "slots must be in [1, 4294967295], got 0");
+  EXPECT_EQ(CheckRecordBlob(blob_, "page-3", 4, int64_t{1} << 61),
+            "slots must be in [1, 4294967295], got 2305843009213693952");
+}
+
 TEST_F(RecordBlobTest, BlobOfAnotherKeyIsRefused) {
   EXPECT_EQ(CheckRecordBlob(blob_, "page-4", 4, 2),
             "key hash does not match key 'page-4' (a blob of another page)");

@@ -208,6 +208,20 @@ struct HostLayer0 {
   TensorView v;
 };
 
+// What LoadFromStore found under a key.
+enum class StoreLoadStatus {
+  kLoaded,   // the page's records are in the host mirrors
+  kMiss,     // the store holds no entry under the key (never stored, or erased)
+  kCorrupt,  // the entry is corrupt or stale, and was reported: the page must not be used
+};
+
+struct StoreLoadResult {
+  StoreLoadStatus status = StoreLoadStatus::kMiss;
+  // kCorrupt: the report, as a runtime that raises throws it ("kv-canary: CANARY_L3_LOAD: ..." or
+  // "kv-canary: CANARY_VERIFY_BACKUP: ..."); empty otherwise.
+  std::string message;
+};
+
 // Thread safety: none. One thread (the engine's scheduler thread) makes every call, in the order
 // of the protocol above; the runtime starts no thread of its own. Work goes to the install's
 // stream, so other host threads may run the model meanwhile.
@@ -275,18 +289,22 @@ class CanaryManager {
   // stores the host-mirror records of `host_indices` (every buffer of the group) as one record
   // blob under `key`: call it after BackupRecords of those slots, when the engine writes the
   // page's KV to the same store. LoadFromStore puts a stored page's records back into the host
-  // mirrors of `host_indices` (same count; RestoreRecords then moves them to the device) and
-  // returns true, or returns false, changing nothing, when `key` holds no entry. A blob of the
-  // wrong size, header, key or checksum logs an ERROR "CANARY_L3_LOAD CORRUPT [<KIND>]: key=..."
-  // and throws ViolationError "kv-canary: CANARY_L3_LOAD: stored page '<key>' is corrupt:
-  // <reason>"; with config.verify_backup the loaded records are re-hashed against `host_layer0`
-  // (the page's KV, already loaded into the host pool) as BackupRecords does, and a mismatch
-  // throws its CANARY_VERIFY_BACKUP ViolationError. A rejected load leaves the mirrors as they
-  // were.
+  // mirrors of `host_indices` (same count; RestoreRecords then moves them to the device): kLoaded.
+  // kMiss, changing nothing, when `key` holds no entry. A corrupt page is never a miss: a blob of
+  // the wrong size, header, key or checksum, or (with config.verify_backup) records that do not
+  // re-hash to `host_layer0` (the page's KV, already loaded into the host pool; each mismatch
+  // logs its CANARY_VERIFY_BACKUP MISMATCH line) logs one ERROR
+  // "CANARY_L3_LOAD CORRUPT [<KIND>]: key=<key>: <reason>", counts in
+  // MetricsSnapshot::l3_corrupt_loads and appends an incident line; then a runtime that raises
+  // (RaisesOnViolation) throws ViolationError "kv-canary: CANARY_L3_LOAD: stored page '<key>' is
+  // corrupt: <reason>" (or the CANARY_VERIFY_BACKUP one), and any other returns kCorrupt with that
+  // message. Either way the mirrors are left as they were, no request is named (no forward read
+  // the page): the engine must drop the page and compute its tokens again.
   void OffloadToStore(GroupKind kind, const std::vector<int64_t>& host_indices, PageStore& store,
                       const std::string& key);
-  bool LoadFromStore(GroupKind kind, const std::vector<int64_t>& host_indices, PageStore& store,
-                     const std::string& key, const HostLayer0& host_layer0 = {});
+  StoreLoadResult LoadFromStore(GroupKind kind, const std::vector<int64_t>& host_indices,
+                                PageStore& store, const std::string& key,
+                                const HostLayer0& host_layer0 = {});
 
   // PD transfer: the canary buffers of a group as (pointer, bytes, item bytes) entries, in
   // splice order [k_head, k_tail, v_head, v_tail] (V omitted for a K-only group).

@@ -33,6 +33,8 @@ struct MetricsSnapshot {
   int64_t swa_unmapped_in_window = 0;
   int64_t swa_remapped = 0;
   int64_t swa_out_of_window = 0;
+  // LoadFromStore calls that found a corrupt or stale page (reported as CANARY_L3_LOAD).
+  int64_t l3_corrupt_loads = 0;
 };
 
 // Prometheus text exposition format 0.0.4: for each metric one "# HELP" and one "# TYPE" line,
@@ -46,5 +48,11 @@ std::string FormatPrometheus(const MetricsSnapshot& snapshot);
 //  "position":42,"stored_token":111,"expected_token":-1,"stored_chain_hash":"0x...",
 //  "expected_aux":"0x...","fail_reason_bits":1}. Unknown tags render as "unknown(<n>)".
 std::string FormatIncidentJson(const ViolationRow& row, int64_t step);
+
+// The incident line of a corrupt L3 load (LoadFromStore), no trailing newline:
+// {"step":7,"launch_tag":"CANARY_L3_LOAD","group":"FULL","key":"p0","reason":"checksum ..."}.
+// `reason` is escaped as a JSON string.
+std::string FormatL3LoadIncidentJson(int64_t step, const std::string& group, const std::string& key,
+                                     const std::string& reason);
 
 }  // namespace kvcanary::runtime
