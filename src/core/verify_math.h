@@ -32,20 +32,27 @@ KVC_HOST_DEVICE uint64_t PredecessorHash(const LaunchParams& launch, int64_t pre
 }
 
 // The fail bits of a checked entry whose record is `stored`. expected_hash is the predecessor's
-// hash as a signed word (any value when the predecessor is unreachable: no chain check then).
-KVC_HOST_DEVICE int64_t EntryFailBits(const LaunchParams& launch, bool check_token,
-                                      const VerifyEntry& entry, const Record& stored,
-                                      bool reachable, int64_t expected_hash) {
+// hash as a signed word (any value when the predecessor is unreachable: no chain check then);
+// fingerprint is RealKvFingerprint of the entry's slot.
+KVC_HOST_DEVICE int64_t EntryFailBits(bool check_token, const VerifyEntry& entry,
+                                      const Record& stored, bool reachable, int64_t expected_hash,
+                                      uint64_t fingerprint) {
   int64_t bits = 0;
   if (reachable && stored.prev_hash != expected_hash) bits |= FailReason::kVerifyChainHashMismatch;
   if (check_token && entry.expected_token != -1 && stored.token != entry.expected_token) {
     bits |= FailReason::kVerifyTokenMismatch;
   }
   if (stored.position != entry.position) bits |= FailReason::kVerifyPositionMismatch;
-  if (stored.real_kv_hash != ToSigned(RealKvFingerprint(launch.real_kv, entry.slot))) {
-    bits |= FailReason::kVerifyRealKvHashMismatch;
-  }
+  if (stored.real_kv_hash != ToSigned(fingerprint)) bits |= FailReason::kVerifyRealKvHashMismatch;
   return bits;
+}
+
+// The violation row of a failing entry.
+KVC_HOST_DEVICE ViolationRow EntryViolation(const LaunchParams& launch, const VerifyEntry& entry,
+                                            const Record& stored, int64_t expected_hash,
+                                            int64_t bits) {
+  return ViolationRow{launch.kernel_kind,   entry.slot,       stored.position, stored.token,
+                      entry.expected_token, stored.prev_hash, expected_hash,   bits};
 }
 
 // Checks one entry, loading its record and its predecessor's. Returns the fail bits (0 when it
@@ -57,11 +64,9 @@ KVC_HOST_DEVICE int64_t CheckEntry(const LaunchParams& launch, bool check_token,
   const bool reachable = IsReachablePredecessor(launch, entry.prev_slot);
   const int64_t expected_hash =
       reachable ? ToSigned(PredecessorHash(launch, entry.prev_slot)) : stored.prev_hash;
-  const int64_t bits = EntryFailBits(launch, check_token, entry, stored, reachable, expected_hash);
-  if (bits != 0) {
-    *row = ViolationRow{launch.kernel_kind,   entry.slot,       stored.position, stored.token,
-                        entry.expected_token, stored.prev_hash, expected_hash,   bits};
-  }
+  const int64_t bits = EntryFailBits(check_token, entry, stored, reachable, expected_hash,
+                                     RealKvFingerprint(launch.real_kv, entry.slot));
+  if (bits != 0) *row = EntryViolation(launch, entry, stored, expected_hash, bits);
   return bits;
 }
 

@@ -8,6 +8,7 @@
 #include "core/verify_math.h"
 #include "core/wrap.h"
 #include "cpu/backend.h"
+#include "cpu/check_block.h"
 #include "cpu/parallel.h"
 #include "cpu/prefetch.h"
 #include "cpu/ring.h"
@@ -15,14 +16,27 @@
 namespace kvcanary::cpu {
 namespace {
 
-// Entries are derived a block of kBlockEntries at a time, one block ahead of the check, and the
-// records and real-KV strips of a derived block are then prefetched in a tight loop of their own.
-// Every entry costs a few random cache misses (its record, one strip per layer of each source), and
-// each miss usually needs a page walk that holds the prefetch back from retiring: spread among the
-// check's instructions, one prefetch at a time stalls the core; issued back to back, a block's
-// walks and misses overlap.
-constexpr int64_t kBlockEntries = 16;
-constexpr int64_t kLookaheadSlots = 2 * kBlockEntries;
+// Entries are derived a block at a time, one block ahead of the check, and the records and real-KV
+// strips of a derived block are then prefetched back to back. Every entry costs a few random cache
+// misses (its record, one strip per layer of each source); prefetches spread among the check's
+// instructions leave the core waiting on one miss at a time, while a burst keeps many in flight.
+// A burst larger than the core's miss buffers stalls it instead: on the 2-core EPYC development
+// machine bursts of about 16 lines did best (8 and 32 were slower), so a block holds as many
+// entries as fit 16 lines, a power of two (blocks then never straddle the ring's end).
+constexpr int64_t kBurstLines = 16;
+constexpr int64_t kLookaheadSlots = 2 * kCheckBlockEntries;
+
+// The entries per block for a launch: the largest power of two <= kCheckBlockEntries whose lines
+// (a record and a strip per layer of each source, per entry) fit in a burst; at least 1.
+int64_t BlockEntriesFor(const RealKvParams& real_kv) {
+  int64_t lines = 1;
+  for (int32_t i = 0; i < real_kv.num_sources; ++i) {
+    lines += std::min<int64_t>(real_kv.sources[i].num_layers, kBurstLines);
+  }
+  int64_t block = kCheckBlockEntries;
+  while (block > 1 && block * lines > kBurstLines) block /= 2;
+  return block;
+}
 
 // Asks for the real-KV strips a fingerprint of `slot` will fold (each layer of each source).
 inline void PrefetchRealKv(const RealKvParams& real_kv, int64_t slot) {
@@ -55,20 +69,23 @@ template <typename Cursor>
 class Lookahead {
  public:
   Lookahead(const LaunchParams& launch, Cursor cursor, int64_t first, int64_t end)
-      : launch_(launch), cursor_(cursor), first_(first), end_(end), next_(first) {
+      : launch_(launch), cursor_(cursor), block_(BlockEntriesFor(launch.real_kv)), first_(first),
+        end_(end), next_(first) {
     DeriveBlock();
     DeriveBlock();
   }
-  // Entry e, asked for in increasing e from `first`; at each block's start derives the next.
-  const VerifyEntry& Take(int64_t e) {
-    if (e != first_ && ((e - first_) & (kBlockEntries - 1)) == 0) DeriveBlock();
-    return ring_[(e - first_) & (kLookaheadSlots - 1)];
+  int64_t block() const { return block_; }
+  // The block of entries [e, min(e + block(), end)), asked for in increasing e from `first` in
+  // steps of block(); derives the block after the next.
+  const VerifyEntry* TakeBlock(int64_t e) {
+    if (e != first_) DeriveBlock();
+    return &ring_[(e - first_) & (kLookaheadSlots - 1)];
   }
 
  private:
   void DeriveBlock() {
     const int64_t block_first = next_;
-    const int64_t block_end = std::min(end_, block_first + kBlockEntries);
+    const int64_t block_end = std::min(end_, block_first + block_);
     for (; next_ < block_end; ++next_) ring_[(next_ - first_) & (kLookaheadSlots - 1)] = cursor_.At(next_);
     for (int64_t e = block_first; e < block_end; ++e) {
       PrefetchEntry(launch_, ring_[(e - first_) & (kLookaheadSlots - 1)]);
@@ -76,6 +93,7 @@ class Lookahead {
   }
   const LaunchParams& launch_;
   Cursor cursor_;
+  int64_t block_;
   int64_t first_;
   int64_t end_;
   int64_t next_;
@@ -98,14 +116,17 @@ void CheckEntries(const LaunchParams& launch, bool check_token, bool enabled, in
   std::vector<ChunkRows> found(chunks);
   ForEachChunk(n, chunks, [&](int chunk, int64_t begin, int64_t end) {
     Lookahead lookahead(launch, make_cursor(begin), begin, end);
-    for (int64_t e = begin; e < end; ++e) {
-      ViolationRow row;
-      if (CheckEntry(launch, check_token, lookahead.Take(e), &row) == 0) continue;
+    BlockFailure failures[kCheckBlockEntries];
+    for (int64_t first = begin; first < end; first += lookahead.block()) {
+      const int count = static_cast<int>(std::min(lookahead.block(), end - first));
+      const int failing = CheckBlock(launch, check_token, lookahead.TakeBlock(first), count, failures);
       ChunkRows& rows = found[chunk];
-      if (static_cast<int64_t>(rows.kept.size()) < keep) {
-        rows.kept.push_back(row);
-      } else {
-        rows.dropped += 1;
+      for (int k = 0; k < failing; ++k) {
+        if (static_cast<int64_t>(rows.kept.size()) < keep) {
+          rows.kept.push_back(failures[k].row);
+        } else {
+          rows.dropped += 1;
+        }
       }
     }
   });
