@@ -3,16 +3,16 @@
 # run the op suite (the published vectors on both backends), the GPU suite (differential tests,
 # graph replay), the runtime suite (its CUDA tests: the step protocol on CUDA tensors and graph
 # replay) and the simulator's unit tests, compute-sanitizer memcheck and racecheck, the CUDA bench,
-# the PyTorch engine example on CUDA, and the simulator's default, swa, offload and paged scenarios
-# on cuda and cpu, compared. Logs go to
+# the PyTorch engine example on CUDA, and the simulator's scenarios (default, swa, offload, paged,
+# eagle, mla, compressed, quarantine, jitter) on cuda and cpu, compared. Logs go to
 # OUT_DIR; docs/gpu.md describes every step.
 #
 #   bash scripts/gpu_run.sh [OUT_DIR]        (default: $OUT, else /tmp/kvcanary-gpu)
 #   GPU_RUN_PACK=1 bash scripts/gpu_run.sh DIR   (logs and JSON packed into DIR/gpu_run.tar.gz)
 #   GPU_RUN_SKIP="bench racecheck" ...           (steps to skip, by name)
 #   GPU_RUN_SCENARIOS="default swa" ...          (simulator scenarios; default: default swa offload paged
-#                                                 quarantine, the default with --on-violation quarantine,
-#                                                 and jitter, the default with --jitter)
+#                                                 eagle mla compressed, quarantine (the default with
+#                                                 --on-violation quarantine) and jitter (with --jitter))
 #
 # GoogleTest, CLI11 and nlohmann-json come from the system, or from .carry/ when it exists: on a
 # machine without those packages, `bash scripts/gpu_carry.sh` on a Debian machine copies them
@@ -120,7 +120,7 @@ if [[ -x build/gpu/cli/kvcanary ]]; then
   # The simulator's scenarios on the GPU, and on the CPU for comparison (same seed: same report).
   # "quarantine" is the default scenario with --on-violation quarantine; "jitter" the default with
   # the timing-jitter fuzzer (on CUDA it shifts the canary's launches; the report must not change).
-  for scenario in ${GPU_RUN_SCENARIOS:-default swa offload paged quarantine jitter}; do
+  for scenario in ${GPU_RUN_SCENARIOS:-default swa offload paged eagle mla compressed quarantine jitter}; do
     for device in cuda cpu; do
       args=(sim --device "$device" --progress off --json "$out/sim_${scenario}_${device}.json")
       case $scenario in
