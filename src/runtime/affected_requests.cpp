@@ -4,12 +4,51 @@
 #include <unordered_map>
 #include <utility>
 
+#include "kvcanary/plan.h"
+#include "kvcanary/runtime/device_memory.h"
+
 namespace kvcanary::runtime {
 namespace {
 
 // Launch tags are 6 * group + 2 * stage + half (stage 2 = sweep, group 1 = SWA).
 bool IsSweepRow(const ViolationRow& row) { return row.kernel_kind % 6 >= 4; }
 bool IsSwaRow(const ViolationRow& row) { return row.kernel_kind >= 6; }
+
+// The recorded live rows' spans: the positions each reads or writes.
+std::vector<TableRowSpan> SpansOf(const RecordedForward& forward) {
+  std::vector<TableRowSpan> spans;
+  for (size_t r = 0; r < forward.req_pool_indices.size(); ++r) {
+    spans.push_back(TableRowSpan{forward.req_pool_indices[r], forward.lengths[r]});
+  }
+  return spans;
+}
+
+// `slots` translated through `slot_table` on its device by SwaTranslate, the translation the
+// plan applies to the slots it verifies: one copy each way and one synchronisation, as many
+// entries as were read.
+std::vector<std::vector<int64_t>> TranslateSlots(const TensorView& slot_table,
+                                                 const std::vector<std::vector<int64_t>>& slots,
+                                                 StreamHandle stream) {
+  std::vector<int64_t> flat;
+  for (const std::vector<int64_t>& row : slots) flat.insert(flat.end(), row.begin(), row.end());
+  std::vector<std::vector<int64_t>> translated(slots.size());
+  if (!flat.empty()) {
+    const Device device = slot_table.device();
+    const auto count = static_cast<int64_t>(flat.size());
+    const DeviceBuffer staged(device, 8 * count);
+    CopyBytesAsync(staged.data(), flat.data(), 8 * count, device, stream);
+    const TensorView view = staged.View(DType::kInt64, {count});
+    SwaTranslate(SwaTranslateArgs{view, slot_table, view}, stream);
+    CopyBytesAsync(flat.data(), staged.data(), 8 * count, device, stream);
+    SynchronizeStream(device, stream);
+  }
+  auto next = flat.begin();
+  for (size_t r = 0; r < slots.size(); ++r) {
+    translated[r].assign(next, next + static_cast<std::ptrdiff_t>(slots[r].size()));
+    next += static_cast<std::ptrdiff_t>(slots[r].size());
+  }
+  return translated;
+}
 
 }  // namespace
 
@@ -32,24 +71,27 @@ void AffectedRequestTracker::Record(RecordedForward forward) {
 void AffectedRequestTracker::MatchSlots(const std::vector<ViolationRow>& rows,
                                         std::vector<bool>& matched, StreamHandle stream) {
   // SWA rows name SWA slots, which the full table does not hold: they are never matched here.
-  if (!full_slots_in_table_) return;
   std::unordered_map<int64_t, std::vector<size_t>> violations_of_slot;
   for (size_t v = 0; v < rows.size(); ++v) {
     if (!IsSwaRow(rows[v])) violations_of_slot[rows[v].slot_idx].push_back(v);
   }
+  // Through a slot table, 0 stands for every full slot without a slot in the group (the padding
+  // slot a write of such a token goes to): it names no request.
+  const bool translate = full_slot_table_.defined();
+  if (translate) violations_of_slot.erase(0);
   if (violations_of_slot.empty()) return;
   for (const RecordedForward& forward : history_) {
-    std::vector<TableRowSpan> spans;
-    for (size_t r = 0; r < forward.req_pool_indices.size(); ++r) {
-      spans.push_back(TableRowSpan{forward.req_pool_indices[r], forward.lengths[r]});
-    }
-    const std::vector<std::vector<int64_t>> slots = ReadTableSlots(forward.table, spans, stream);
+    const std::vector<std::vector<int64_t>> slots =
+        ReadTableSlots(forward.table, SpansOf(forward), stream);
+    std::vector<std::vector<int64_t>> translated;
+    if (translate) translated = TranslateSlots(full_slot_table_, slots, stream);
+    const std::vector<std::vector<int64_t>>& group_slots = translate ? translated : slots;
     for (size_t r = 0; r < slots.size(); ++r) {
       for (int64_t p = 0; p < static_cast<int64_t>(slots[r].size()); ++p) {
-        const auto it = violations_of_slot.find(slots[r][p]);
+        const auto it = violations_of_slot.find(group_slots[r][p]);
         if (it == violations_of_slot.end()) continue;
         for (const size_t v : it->second) {
-          Add(forward, r, rows[v], p);
+          Add(forward, r, rows[v], slots[r][p], p);
           matched[v] = true;
         }
       }
@@ -75,7 +117,7 @@ std::vector<int64_t> AffectedRequestTracker::Match(const std::vector<ViolationRo
 }
 
 void AffectedRequestTracker::Add(const RecordedForward& forward, size_t row,
-                                 const ViolationRow& violation, int64_t position) {
+                                 const ViolationRow& violation, int64_t slot, int64_t position) {
   const int64_t req = forward.req_pool_indices[row];
   AffectedRequest& affected = pending_[req];
   affected.req_pool_idx = req;
@@ -83,10 +125,10 @@ void AffectedRequestTracker::Add(const RecordedForward& forward, size_t row,
   affected.fail_reason_bits |= violation.fail_reason_bits;
   bool seen = false;
   for (size_t i = 0; i < affected.slots.size(); ++i) {
-    seen = seen || (affected.slots[i] == violation.slot_idx && affected.positions[i] == position);
+    seen = seen || (affected.slots[i] == slot && affected.positions[i] == position);
   }
   if (!seen) {
-    affected.slots.push_back(violation.slot_idx);
+    affected.slots.push_back(slot);
     affected.positions.push_back(position);
   }
   touched_.push_back(req);

@@ -1,8 +1,9 @@
 // Quarantine's host side: which requests a reported violation touched. The runtime keeps the
 // live rows of the last two steps' batches (the rows a report can come from: a report at the end
 // of step N reads the rows of steps N - 1 and N) and matches each shown violation row to the rows
-// whose table holds its slot among the positions they read or write (docs/quarantine.md states
-// the rule).
+// whose table holds its slot among the positions they read or write; a compressed FULL group's
+// rows are matched through its full->compressed table, as its plan reads them (docs/quarantine.md
+// states the rule).
 #pragma once
 
 #include <cstdint>
@@ -38,16 +39,20 @@ class AffectedRequestTracker {
                              StreamHandle stream);
   // The pending requests, ascending by req_pool_idx; the list is then empty.
   std::vector<AffectedRequest> Take();
-  // False when the FULL group's rows name compressed slots, which the table does not hold: its
-  // HEAD/TAIL rows then take every recorded row, as SWA rows do.
-  void SetFullSlotsInTable(bool in_table) { full_slots_in_table_ = in_table; }
+  // The FULL group's slot table when its rows name slots of their own (a compressed group's
+  // full_to_compressed; absent otherwise): each table slot is then translated through it before
+  // matching, with the SwaTranslate op the plan's translation shares (0 = no slot in the group,
+  // never matched). The view must stay valid while rows are matched.
+  void SetFullSlotTable(const TensorView& full_to_group) { full_slot_table_ = full_to_group; }
 
  private:
-  // Adds every row whose table holds a FULL-group row's slot; marks the rows matched.
+  // Adds every row whose table holds a FULL-group row's slot (translated through the slot table
+  // when there is one); marks the rows matched.
   void MatchSlots(const std::vector<ViolationRow>& rows, std::vector<bool>& matched,
                   StreamHandle stream);
-  // Adds one (slot, position) of `violation` to the recorded row `row` of forward `forward`.
-  void Add(const RecordedForward& forward, size_t row, const ViolationRow& violation,
+  // Adds `violation` to the recorded row `row` of forward `forward`, with the table's `slot` at
+  // `position` (a full-pool slot: for a compressed group, the one whose entry names the row's).
+  void Add(const RecordedForward& forward, size_t row, const ViolationRow& violation, int64_t slot,
            int64_t position);
   // Every recorded row: for a violation no table names (null with a ring overflow).
   void AddEveryRow(const ViolationRow* violation, bool ring_overflow);
@@ -55,7 +60,7 @@ class AffectedRequestTracker {
   std::deque<RecordedForward> history_;
   std::map<int64_t, AffectedRequest> pending_;
   std::vector<int64_t> touched_;  // req_pool_idx added to by the current Match
-  bool full_slots_in_table_ = true;
+  TensorView full_slot_table_;
 };
 
 }  // namespace kvcanary::runtime

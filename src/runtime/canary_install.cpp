@@ -150,11 +150,13 @@ CanaryManager::Impl::Impl(const Config& config, const InstallArgs& args)
   state_.kernel_counters = Int64Buffer(device_, kNumLaunchTags, "kernel counters");
   state_.slot_counters = Int64Buffer(device_, kNumLaunchTags, "slot counters");
   state_.chain_assert_flag = DeviceBuffer(device_, 4);
-  const bool compressed = std::any_of(groups_.begin(), groups_.end(), [](const GroupState& g) {
-    return IsCompressed(g.spec);
-  });
-  if (compressed) state_.chain_assert_off = DeviceBuffer(device_, 4);  // stays 0
-  affected_.SetFullSlotsInTable(!compressed);
+  const auto compressed = std::find_if(groups_.begin(), groups_.end(),
+                                       [](const GroupState& g) { return IsCompressed(g.spec); });
+  if (compressed != groups_.end()) {
+    state_.chain_assert_off = DeviceBuffer(device_, 4);  // stays 0
+    // Its rows name compressed slots: quarantine reads them through its table, as the plan does.
+    affected_.SetFullSlotTable(SlotTable(compressed->spec));
+  }
   if (config.enable_verify_token_assert) {
     token_pool_width_ = width;
     state_.expected_token_pool = DeviceBuffer(

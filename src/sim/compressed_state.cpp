@@ -55,4 +55,13 @@ void CompressedState::SetEntry(int64_t full_slot, int64_t compressed_slot) {
   runtime::SynchronizeStream(device_, stream_);
 }
 
+std::vector<int64_t> CompressedState::FullSlotsNaming(int64_t compressed_slot) const {
+  std::vector<int64_t> full;
+  if (compressed_slot <= 0) return full;
+  for (int64_t slot = 1; slot <= full_slots_; ++slot) {
+    if (table_[slot] == compressed_slot) full.push_back(slot);
+  }
+  return full;
+}
+
 }  // namespace kvcanary::sim

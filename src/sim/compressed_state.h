@@ -28,6 +28,9 @@ class CompressedState {
   // The table's entry now (a fault may have changed it), and its change (host and device).
   int64_t Entry(int64_t full_slot) const { return table_[full_slot]; }
   void SetEntry(int64_t full_slot, int64_t compressed_slot);
+  // The full slots whose entry names `compressed_slot` now, ascending (none for the padding slot
+  // 0): where a violation at a compressed slot sits in the full pool.
+  std::vector<int64_t> FullSlotsNaming(int64_t compressed_slot) const;
   int64_t ratio() const { return ratio_; }
   int64_t num_slots() const { return slots_; }
 

@@ -279,6 +279,9 @@ class Engine {
                    const std::vector<std::unique_ptr<Request>>& done);
   // After EndStep of outer step `outer`: every violation of the steps before it is reported.
   void AfterVerdict(int64_t outer);
+  // Adds the full-pool slots a shown row names to `slots`: its own; a compressed pool's rows name
+  // compressed slots, reached from every full slot whose table entry names it; an SWA row none.
+  void AddFullPoolSlotsOf(const runtime::ViolationRow& row, std::set<int64_t>& slots) const;
   void Recompute(int64_t id, const std::set<int64_t>& failing_units);
   // Whether a running request other than `except` owns allocation unit `unit`, or the cache does.
   bool OwnedElsewhere(int64_t unit, const Request& except) const;

@@ -11,11 +11,6 @@
 namespace kvcanary::sim {
 namespace {
 
-// Rows of the SWA launches name SWA-pool slots, which neither the cache nor a request's slots hold.
-bool NamesFullPoolSlot(const runtime::ViolationRow& row) {
-  return row.kernel_kind < 6 || row.kernel_kind >= 12;
-}
-
 // Steps of row ownership kept: a report names rows of its step and the one before.
 constexpr int64_t kOwnerHistorySteps = 3;
 
@@ -56,7 +51,7 @@ void Engine::AfterVerdict(int64_t outer) {
   // row showed (a sweep row names a cached slot no request holds).
   std::set<int64_t> failing;
   for (size_t i = violations_seen_; i < violations_.size(); ++i) {
-    if (NamesFullPoolSlot(violations_[i].row)) failing.insert(violations_[i].row.slot_idx);
+    AddFullPoolSlotsOf(violations_[i].row, failing);
   }
   violations_seen_ = violations_.size();
   std::set<int64_t> ids;
@@ -74,6 +69,18 @@ void Engine::AfterVerdict(int64_t outer) {
   RemoveCachedBadSlots();
   // Every violation of the steps before `outer` is known now.
   Deliver(held_->Release(outer - 1));
+}
+
+void Engine::AddFullPoolSlotsOf(const runtime::ViolationRow& row, std::set<int64_t>& slots) const {
+  // Rows of the SWA launches name SWA-pool slots, which neither the cache nor a request's slots
+  // hold.
+  if (row.kernel_kind >= 6 && row.kernel_kind < 12) return;
+  if (compressed_) {
+    const std::vector<int64_t> full = compressed_->FullSlotsNaming(row.slot_idx);
+    slots.insert(full.begin(), full.end());
+    return;
+  }
+  slots.insert(row.slot_idx);
 }
 
 bool Engine::OwnedByRunning(int64_t unit, const Request* except) const {

@@ -247,10 +247,10 @@ void ValidatePoolKinds(const SimOptions& o) {
     Throw("--compress-ratio must be 0 (no compressed pool) or at least 2, got ", o.compress_ratio);
   }
   if (o.compress_ratio > 1 && (o.block_size > 0 || o.swa_window > 0 || o.host_tier || o.pd ||
-                               o.draft_forwards > 1 || o.pool_layout != "mha" ||
-                               o.on_violation == "quarantine")) {
-    Throw("--compress-ratio cannot be combined with --block-size, --swa-window, --host-tier, "
-          "--pd, --draft-forwards, --pool-layout mla or --on-violation quarantine");
+                               o.draft_forwards > 1 || o.pool_layout != "mha")) {
+    Throw(
+        "--compress-ratio cannot be combined with --block-size, --swa-window, --host-tier, "
+        "--pd, --draft-forwards or --pool-layout mla");
   }
   if (o.pool_layout == "mla" && o.pd) Throw("--pool-layout mla cannot be combined with --pd");
 }

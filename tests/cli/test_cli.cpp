@@ -150,7 +150,8 @@ TEST(KvcanaryCli, AllocationFailureExitsThree) {
 }
 
 // The pool kinds' scenarios as a user runs them: each fault class of its own detected (exit 0),
-// and undetected without the canary (its negative control: exit 1).
+// with quarantine too (its victims recomputed), and undetected without the canary (its negative
+// control: exit 1).
 TEST(KvcanaryCli, PoolKindScenariosDetectTheirFaultAndFailWithoutTheCanary) {
   const std::pair<const char*, const char*> runs[] = {
       {"mla", "mla_latent_page"},
@@ -160,6 +161,7 @@ TEST(KvcanaryCli, PoolKindScenariosDetectTheirFaultAndFailWithoutTheCanary) {
     const std::string args =
         std::string("sim --quiet --steps 300 --scenario ") + scenario + " --faults " + fault;
     ExpectExit(args, 0, std::string("PASS: ") + scenario);
+    ExpectExit(args + " --on-violation quarantine", 0, "no corrupted token delivered");
     ExpectExit(args + " --mode none", 1, std::string("FAIL: ") + scenario);
   }
 }

@@ -109,5 +109,34 @@ TEST(AffectedRequests, AWriteRowMatchesTheRowThatWroteTheSlot) {
   EXPECT_EQ(affected[0].positions, (std::vector<int64_t>{3}));
 }
 
+// A compressed group's rows name compressed slots: the table's slots are translated through its
+// full->compressed table first. Full slot 10 * r + p closes compressed slot 10 * r + p / 4 when
+// p % 4 == 3; every other full slot translates to 0, which names nobody.
+TEST(AffectedRequests, ASlotTableTranslatesTheTableBeforeMatching) {
+  Table table;
+  std::vector<int64_t> lut(10 * kRows, 0);
+  for (int64_t r = 1; r < kRows; ++r) {
+    for (int64_t p = 3; p < kWidth; p += 4) lut[10 * r + p] = 10 * r + p / 4;
+  }
+  AffectedRequestTracker tracker;
+  tracker.SetFullSlotTable(
+      TensorView(lut.data(), DType::kInt64, Device::CPU(), {static_cast<int64_t>(lut.size())}));
+  tracker.Record(Forward(table, 2, {1, 2, 3}, {8, 8, 8}));
+  // Compressed slot 21 is closed by request 2's position 7 (full slot 27); full slot 21 is
+  // request 2's position 1 too, yet that is not the slot the row names.
+  const ViolationRow head =
+      Row(CanaryLaunchTag::kHeadKFull, 21, 7, FailReason::kVerifyPositionMismatch);
+  EXPECT_EQ(tracker.Match({head}, false, nullptr), (std::vector<int64_t>{2}));
+  const std::vector<AffectedRequest> affected = tracker.Take();
+  ASSERT_EQ(affected.size(), 1u);
+  EXPECT_EQ(affected[0].slots, (std::vector<int64_t>{27}));
+  EXPECT_EQ(affected[0].positions, (std::vector<int64_t>{7}));
+  // A sweep row at a compressed slot no row translates to touches nobody; a TAIL row at the
+  // padding slot 0 matches no table position, so it takes every recorded row.
+  EXPECT_TRUE(tracker.Match({Row(CanaryLaunchTag::kSweepKFull, 35, 3, 1)}, false, nullptr).empty());
+  EXPECT_EQ(tracker.Match({Row(CanaryLaunchTag::kTailKFull, 0, 2, 1)}, false, nullptr),
+            (std::vector<int64_t>{1, 2, 3}));
+}
+
 }  // namespace
 }  // namespace kvcanary::runtime

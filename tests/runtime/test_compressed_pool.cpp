@@ -137,23 +137,34 @@ TEST(CompressedPool, SweepReadsCachedSlotsThroughTheTable) {
   for (const ViolationRow& row : run.recorder.rows) EXPECT_EQ(row.slot_idx, slot);
 }
 
-// Quarantine cannot find a compressed slot in the table: every request of the recorded batches
-// is named, never none.
-TEST(CompressedPool, QuarantineNamesEveryRecordedRequestForACompressedRow) {
-  CompressedEngine run(Device::CPU(), [](Config& config) {
-    config.on_violation = OnViolation::kQuarantine;
-  });
-  run.Serve(12, 12, 3);
-  EXPECT_TRUE(run.engine.canary->TakeAffectedRequests().empty());
-  run.pool.Remap(run.engine.SlotOf(1, 3), run.pool.CompressedSlotOf(run.engine.SlotOf(2, 7)));
-  run.pool.Upload(run.engine.stream());
-  run.Steps(2);
-  ASSERT_FALSE(run.recorder.rows.empty());
-  std::vector<int64_t> named;
-  for (const AffectedRequest& request : run.engine.canary->TakeAffectedRequests()) {
-    named.push_back(request.req_pool_idx);
+// Quarantine reads each recorded row's slots through the table, as the plan does: the requests
+// whose translated slots hold the failing compressed slot are named with the full slot and
+// position that hold it (request 2 through its wrong entry, request 3 owning the slot), and a
+// request of the same batches that does not hold it (request 1) is not.
+TEST(CompressedPool, QuarantineNamesTheRequestsHoldingTheFailingCompressedSlot) {
+  for (const Device device : Devices()) {
+    CompressedEngine run(device,
+                         [](Config& config) { config.on_violation = OnViolation::kQuarantine; });
+    const int64_t bystander = run.engine.AddRequest(12);
+    run.Serve(12, 12, 3);
+    EXPECT_TRUE(run.engine.canary->TakeAffectedRequests().empty());
+    const int64_t wrong = run.engine.SlotOf(2, 3);
+    const int64_t owner = run.engine.SlotOf(3, 7);
+    const int64_t other = run.pool.CompressedSlotOf(owner);
+    run.pool.Remap(wrong, other);
+    run.pool.Upload(run.engine.stream());
+    run.Steps(2);
+    ASSERT_TRUE(Caught(run.recorder, kHeadK, kPosition, other)) << device.ToString();
+    const std::vector<AffectedRequest> named = run.engine.canary->TakeAffectedRequests();
+    ASSERT_EQ(named.size(), 2u) << device.ToString();
+    EXPECT_EQ(named[0].req_pool_idx, 2);
+    EXPECT_EQ(named[0].slots, (std::vector<int64_t>{wrong}));
+    EXPECT_EQ(named[0].positions, (std::vector<int64_t>{3}));
+    EXPECT_EQ(named[1].req_pool_idx, 3);
+    EXPECT_EQ(named[1].slots, (std::vector<int64_t>{owner}));
+    EXPECT_EQ(named[1].positions, (std::vector<int64_t>{7}));
+    for (const AffectedRequest& request : named) EXPECT_NE(request.req_pool_idx, bystander);
   }
-  EXPECT_EQ(named, (std::vector<int64_t>{1, 2}));
 }
 
 // An InstallCase whose FULL group is a compressed pool of ratio 4 over kSlots full slots.

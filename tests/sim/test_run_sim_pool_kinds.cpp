@@ -1,8 +1,8 @@
 // End-to-end runs of the pool kinds the canary sees through a description: the mla scenario (an
 // MLA pool, one canary half over the latent buffer) and the compressed scenario (a compressed pool
 // beside the full pool). Each fault class of its own is detected every time, by the check that
-// should see it, with no false positive; without the canary (its negative control) every
-// injection goes undetected.
+// should see it, with no false positive (with quarantine too, for the compressed pool); without
+// the canary (its negative control) every injection goes undetected.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -74,6 +74,32 @@ TEST(RunScenarioPoolKinds, EveryStaleCompressedSlotIsCaughtByAPositionCheck) {
 TEST(RunScenarioPoolKinds, WithoutTheCanaryEveryStaleCompressedSlotGoesUndetected) {
   ExpectEveryInjectionUndetected(
       RunScenario(PoolKindOptions("compressed", "compressed_slot_stale", "none"), nullptr));
+}
+
+// --on-violation quarantine on the compressed engine: the runtime names the requests whose full
+// slots translate to the stale compressed slot, and the engine computes them again from their
+// prompts and delivered tokens (whose writes rebuild their compressed slots): every injection is
+// still detected, nothing is reported after the recompute, and every finished output is the
+// oracle's. A detection names its victim and the few requests holding the freed slot's
+// compressed slot, never the whole batches of the reported steps (18 requests for 5 injections
+// here; 155 when every recorded request was named).
+TEST(RunScenarioPoolKinds, CompressedQuarantineRecomputesOnlyTheRequestsHoldingTheStaleSlot) {
+  SimOptions options = PoolKindOptions("compressed", "compressed_slot_stale");
+  options.on_violation = "quarantine";
+  const ScenarioReport report = RunScenario(options, nullptr);
+  ExpectEveryInjectionDetectedBy(report, "verify_position");
+  for (const Injection& injection : report.injections) {
+    EXPECT_EQ(injection.delivered_corrupted, 0) << injection.target;
+  }
+  EXPECT_EQ(report.delivered_corrupted_unexplained, 0);
+  const auto injections = static_cast<int64_t>(report.injections.size());
+  EXPECT_GE(report.quarantine.requests_recomputed, injections);
+  EXPECT_LE(report.quarantine.requests_recomputed, 5 * injections);
+  EXPECT_EQ(report.quarantine.tokens_delivered + report.quarantine.tokens_discarded +
+                report.tokens_held_at_end,
+            report.coverage.tokens_generated);
+  EXPECT_GT(report.outputs_checked, 0);
+  EXPECT_EQ(report.outputs_wrong, 0);
 }
 
 TEST(RunScenarioPoolKinds, CleanCompressedRunReportsNothing) {

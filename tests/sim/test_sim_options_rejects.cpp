@@ -56,13 +56,17 @@ TEST(SimOptions, RejectsAPoolKindTheEngineCannotRun) {
        "--compress-ratio must be 0 (no compressed pool) or at least 2, got 1"},
       {[](SimOptions& o) { o.compress_ratio = 4, o.block_size = 16; },
        "--compress-ratio cannot be combined with --block-size, --swa-window, --host-tier, --pd, "
-       "--draft-forwards, --pool-layout mla or --on-violation quarantine"},
+       "--draft-forwards or --pool-layout mla"},
   };
   for (const auto& [edit, message] : cases) {
     SimOptions o;
     edit(o);
     ExpectRejected(o, message);
   }
+  // Quarantine recomputes the named requests of a compressed engine as of any other.
+  SimOptions quarantine = ScenarioPreset("compressed");
+  quarantine.on_violation = "quarantine";
+  EXPECT_EQ(ValidationError(quarantine), "");
 }
 
 TEST(SimOptions, RejectsAWindowNotSmallerThanTheContext) {

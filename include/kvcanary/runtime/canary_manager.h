@@ -166,8 +166,10 @@ struct AffectedRequest {
   // violation touched it.
   int64_t step = 0;
   int64_t fail_reason_bits = 0;  // the OR of its violation rows' bits (FailReason)
-  // The failing (slot, position) pairs the request reads or wrote, in report order, no repeats.
-  // Empty when the ring overflowed: every live row of the reported steps is then affected.
+  // The failing (slot, position) pairs the request reads or wrote, in report order, no repeats:
+  // the table's full-pool slot at the position (for a compressed group, the full slot whose
+  // full_to_compressed entry names the failing compressed slot). Empty when the ring overflowed:
+  // every live row of the reported steps is then affected.
   std::vector<int64_t> slots;
   std::vector<int64_t> positions;
   bool ring_overflow = false;
