@@ -165,6 +165,8 @@ class CanaryManager::Impl final : public PerturbationHost {
   // canary_split.cpp
   void DecideSplit(ForwardState& forward);
   void RunSplitVerify(ForwardState& forward, Stage stage);
+  // Phase 1: the PRE_HEAD spin when a forward of the step is split, then every split HEAD verify.
+  void RunHeadSplitVerify();
 
   // canary_report.cpp
   void PumpViolations();

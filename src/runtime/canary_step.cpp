@@ -68,6 +68,12 @@ void CanaryManager::Impl::CheckHostInput(const ForwardBatch& batch,
                  " != req_all_ids_flat.numel()=", host.req_all_ids_flat.size(),
                  "; snapshot inconsistent");
     }
+    // UploadTokenPool stages the ids, their offsets and the rows in the sweep's buffer.
+    const int64_t rows = static_cast<int64_t>(bs);
+    if (total > 0 && total + (rows + 1) + rows > 3 * capacities_.verify_capacity) {
+      ThrowError("kv-canary: the step's request token lists (", total,
+                 " ids) exceed the staging capacity ", 3 * capacities_.verify_capacity);
+    }
   }
   if (config_.enable_write_input_assert &&
       (static_cast<int64_t>(host.expected_input_tokens.size()) != batch.num_tokens ||
@@ -85,13 +91,11 @@ void CanaryManager::Impl::BeginStep(const StepInput& input) {
                " forwards with one host input each, got ", count, " forwards and ",
                input.host.size(), " host inputs");
   }
-  // Every check first: a rejected step changes no phase, buffer or counter.
+  // Every check first: a rejected step changes no phase, buffer or counter, and draws no jitter.
   for (size_t i = 0; i < count; ++i) {
     CheckForwardInput(forwards_[i], input.forwards[i], input.host[i]);
   }
   step_.num_forwards = static_cast<int>(count);
-  // The step's jitter ticks reach the device before any of its forwards' launches read them.
-  if (jitter_) jitter_->StageStep(stream_);
   for (size_t i = 0; i < count; ++i) {
     ForwardState& forward = forwards_[i];
     Transition(forward, Phase::kIdle, Phase::kAfterPreOut);
@@ -119,9 +123,11 @@ void CanaryManager::Impl::BeginStep(const StepInput& input) {
     }
     DecideSplit(forward);
   }
+  // The step's jitter ticks reach the device before any of its launches read them.
+  if (jitter_) jitter_->StageStep(stream_);
   // Perturbations land before the HEAD split verification reads the prefix.
   if (perturber_) perturber_->BeforeForward();
-  for (size_t i = 0; i < count; ++i) RunSplitVerify(forwards_[i], Stage::kHead);
+  RunHeadSplitVerify();
   step_.in_step = true;
 }
 
@@ -132,11 +138,7 @@ void CanaryManager::Impl::UploadTokenPool(ForwardState& forward,
   // Scatter runs on the device from device copies of the three host arrays; the staging reuses
   // the sweep's buffer, which is free in phase 1.
   const int64_t total = offsets[bs];
-  if (total == 0) return;
-  if (total + (bs + 1) + bs > 3 * capacities_.verify_capacity) {
-    ThrowError("kv-canary: the step's request token lists (", total,
-               " ids) exceed the staging capacity ", 3 * capacities_.verify_capacity);
-  }
+  if (total == 0) return;  // CheckHostInput checked that the staging fits the rest
   char* base = static_cast<char*>(sweep_.walk.data());
   CopyBytesAsync(base, host.req_all_ids_flat.data(), 8 * total, device_, stream_);
   CopyBytesAsync(base + 8 * total, offsets.data(), 8 * (bs + 1), device_, stream_);
