@@ -53,11 +53,14 @@ struct DeviceState {
   // in K forwards, whatever else the batches hold.
   DeviceBuffer verify_phase;
 
-  // The ring, write index, counters, flag and phases: state, not per-step workspace.
+  // The ring, write index, counters, flags and phases: state, not per-step workspace.
   int64_t Bytes() const {
     return ring.bytes() + write_index.bytes() + kernel_counters.bytes() + slot_counters.bytes() +
            chain_assert_flag.bytes() + chain_assert_off.bytes() + verify_phase.bytes();
   }
+  // Every buffer above (Bytes and the expected-token pool): what device_bytes() counts of it. A
+  // field added here goes into one of the two.
+  int64_t AllBytes() const { return Bytes() + expected_token_pool.bytes(); }
 };
 
 // Where the step protocol stands.
