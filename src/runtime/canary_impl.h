@@ -142,6 +142,11 @@ class CanaryManager::Impl final : public PerturbationHost {
                          const ForwardHostInput& host) const;
   // The host copies of the batch agree with each other and with the table's width.
   void CheckHostInput(const ForwardBatch& batch, const ForwardHostInput& host) const;
+  // The verify token assert's request token lists: one per row, summing to the flat ids, within
+  // the staging UploadTokenPool copies them through.
+  void CheckTokenLists(const ForwardHostInput& host) const;
+  // Phase 1 for one checked forward: its phase, its batch, its uploads, its split decision.
+  void StartForward(ForwardState& forward, const ForwardBatch& batch, const ForwardHostInput& host);
   void PreForward(int inner);
   void PostForward(int inner);
   void EndStep();
