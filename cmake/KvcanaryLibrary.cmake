@@ -32,3 +32,15 @@ if(BUILD_SHARED_LIBS)
 else()
   set(KVCANARY_CUDART CUDA::cudart_static)
 endif()
+
+# kvc_cuda_flags(TARGET): the project's flags for a target's .cu sources: C++20 and the host
+# compiler's warnings (errors with KVCANARY_WERROR). CMake 3.25 cannot name the C++20 dialect for
+# nvcc 13: the dialect property decays to one it knows and -std=c++20 is passed directly.
+function(kvc_cuda_flags target)
+  target_compile_options(${target} PRIVATE
+    $<$<COMPILE_LANGUAGE:CUDA>:-std=c++20 -Xcompiler=-Wall,-Wextra>)
+  if(KVCANARY_WERROR)
+    target_compile_options(${target} PRIVATE $<$<COMPILE_LANGUAGE:CUDA>:--Werror all-warnings>)
+  endif()
+  set_target_properties(${target} PROPERTIES CUDA_STANDARD 20 CUDA_STANDARD_REQUIRED OFF)
+endfunction()

@@ -1,7 +1,8 @@
 // The spin-wait operation: the timing-jitter fuzzer's delay (docs/integration.md, "Timing-jitter
 // fuzzer"). On CUDA one thread spins for min(cycles[0], kMaxSpinWaitCycles) device clock ticks
-// (clock64), reading cycles[0] from device memory when the kernel runs, so a captured CUDA graph
-// picks up a new value on each replay; cycles[0] <= 0 returns at once. On the CPU it does
+// (clock64), and never longer than kMaxSpinWaitNanoseconds of wall-clock time, reading cycles[0]
+// from device memory when the kernel runs, so a captured CUDA graph picks up a new value on each
+// replay; cycles[0] <= 0 returns at once. On the CPU it does
 // nothing: it validates and returns, counting and changing nothing.
 //
 // Validation, in this order (kv-canary: jitter: ...): present; addressable; cycles must be int64;
@@ -17,9 +18,15 @@
 
 namespace kvcanary {
 
-// The longest spin one launch can make, whatever cycles[0] holds: about 50-70 ms at the 1.4-2 GHz
-// of current data-centre GPUs, so no input can hang a server.
+// The most ticks one launch spins, whatever cycles[0] holds: at least ~50 ms at the peak clock of
+// current data-centre GPUs (about 2 GHz), longer at lower clocks, and never beyond the wall-clock
+// limit below.
 inline constexpr int64_t kMaxSpinWaitCycles = 100'000'000;
+// The wall-clock limit of one launch (the GPU's global nanosecond timer, %globaltimer): a spin
+// stops here even if its ticks are not spent, so a low clock, a counter that does not advance as
+// expected or a thread moved between SMs can never stretch it without bound and no input can hang
+// a server. At any clock of 500 MHz or more kMaxSpinWaitCycles are spent before it.
+inline constexpr int64_t kMaxSpinWaitNanoseconds = 200'000'000;
 
 struct SpinWaitArgs {
   TensorView cycles;  // [1] int64: the ticks to spin, read on the device at run time

@@ -25,8 +25,10 @@ launch_spin_wait_kernel = define_launcher(
         ticks = cycles[0]
         if ticks <= 0: return
         spin until clock64() - start >= min(ticks, 100_000_000)
+                or 200 ms of wall-clock time (%globaltimer) have passed
 
-    The bound (about 50-70 ms on current GPUs) keeps any value from hanging the stream. On a CPU
+    The bound (at least ~50 ms at the peak clock of current GPUs, longer at lower clocks, and
+    never beyond the 200 ms wall-clock limit) keeps any value from hanging the stream. On a CPU
     tensor the launcher validates and returns: the CPU backend is a no-op. Errors raise
     ``ValueError`` with ``kv-canary: jitter: cycles must be int64, got {dtype}``, ``... must live
     on CUDA, got {device}``, ``... must be contiguous`` or ``... must have shape [1], got

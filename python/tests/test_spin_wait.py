@@ -82,7 +82,8 @@ def test_runtime_config_takes_the_jitter_settings():
     assert (config.jitter_enabled, config.jitter_per_slot_fire_prob) == (True, 0.25)
     assert (config.jitter_max_cycles, config.jitter_seed) == (4096, 2**64 - 1)
     assert kvr.Config().jitter_max_cycles == 100000
-    with pytest.raises(ValueError, match=r"JITTER_ENABLED requires mode in \{log, raise\}"):
+    with pytest.raises(ValueError,
+                       match=r"jitter_enabled requires mode in \{log, raise\}, got mode none"):
         kvr.Config(mode="none", jitter_enabled=True)
     with pytest.raises(ValueError, match=r"jitter_max_cycles must be in \[1, 100000000\], got 0"):
         kvr.Config(mode="log", jitter_max_cycles=0)

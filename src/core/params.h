@@ -245,10 +245,12 @@ struct AdvancePhaseParams {
   int64_t bs = 0;
 };
 
-// The jitter fuzzer's delay: spin for min(*cycles, max_cycles) device clock ticks.
+// The jitter fuzzer's delay: spin for min(*cycles, max_cycles) device clock ticks, stopping after
+// max_nanoseconds of wall-clock time whatever the ticks.
 struct SpinWaitParams {
   const int64_t* cycles = nullptr;  // [1] int64, read when the kernel runs
   int64_t max_cycles = 0;
+  int64_t max_nanoseconds = 0;
 };
 
 struct SwaTranslateParams {

@@ -2,6 +2,7 @@
 // so a graph that captured it spins for whatever the host copied in before the replay.
 #pragma once
 
+#include "cuda/global_timer.cuh"
 #include "cuda/launch.cuh"
 
 namespace kvcanary::cuda {
@@ -11,9 +12,14 @@ __global__ void SpinWaitKernel(const __grid_constant__ SpinWaitParams p) {
   if (ticks <= 0) return;
   if (ticks > p.max_cycles) ticks = p.max_cycles;  // the bound no input can exceed
   // clock64 is this SM's cycle counter; one thread reads it before and after, so the difference
-  // is the ticks spent. The volatile-free loop is kept by the asm volatile inside clock64.
+  // is the ticks spent. The volatile-free loop is kept by the asm volatile inside clock64. The
+  // global timer bounds the spin in wall-clock time as well (kMaxSpinWaitNanoseconds): the tick
+  // count alone would stretch with a low clock or a counter that does not advance as expected.
   const long long start = clock64();
+  const uint64_t start_ns = GlobalTimerNs();
+  const uint64_t max_ns = static_cast<uint64_t>(p.max_nanoseconds);
   while (clock64() - start < ticks) {
+    if (GlobalTimerNs() - start_ns >= max_ns) return;
   }
 }
 

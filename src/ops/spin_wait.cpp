@@ -38,6 +38,7 @@ void SpinWait(const SpinWaitArgs& args, StreamHandle stream) {
   SpinWaitParams params;
   params.cycles = args.cycles.data_as<const int64_t>();
   params.max_cycles = kMaxSpinWaitCycles;
+  params.max_nanoseconds = kMaxSpinWaitNanoseconds;
   // The CPU backend has nothing to wait for: the host already runs every op in order.
   RunOnBackend(
       args.cycles, "cycles", "spin_wait", [] {},

@@ -53,11 +53,14 @@ struct DeviceState {
   // in K forwards, whatever else the batches hold.
   DeviceBuffer verify_phase;
 
-  // The ring, write index, counters, flag and phases: state, not per-step workspace.
+  // The ring, write index, counters, flags and phases: state, not per-step workspace.
   int64_t Bytes() const {
     return ring.bytes() + write_index.bytes() + kernel_counters.bytes() + slot_counters.bytes() +
            chain_assert_flag.bytes() + chain_assert_off.bytes() + verify_phase.bytes();
   }
+  // Every buffer above (Bytes and the expected-token pool): what device_bytes() counts of it. A
+  // field added here goes into one of the two.
+  int64_t AllBytes() const { return Bytes() + expected_token_pool.bytes(); }
 };
 
 // Where the step protocol stands.
@@ -139,6 +142,11 @@ class CanaryManager::Impl final : public PerturbationHost {
                          const ForwardHostInput& host) const;
   // The host copies of the batch agree with each other and with the table's width.
   void CheckHostInput(const ForwardBatch& batch, const ForwardHostInput& host) const;
+  // The verify token assert's request token lists: one per row, summing to the flat ids, within
+  // the staging UploadTokenPool copies them through.
+  void CheckTokenLists(const ForwardHostInput& host) const;
+  // Phase 1 for one checked forward: its phase, its batch, its uploads, its split decision.
+  void StartForward(ForwardState& forward, const ForwardBatch& batch, const ForwardHostInput& host);
   void PreForward(int inner);
   void PostForward(int inner);
   void EndStep();
@@ -165,6 +173,8 @@ class CanaryManager::Impl final : public PerturbationHost {
   // canary_split.cpp
   void DecideSplit(ForwardState& forward);
   void RunSplitVerify(ForwardState& forward, Stage stage);
+  // Phase 1: the PRE_HEAD spin when a forward of the step is split, then every split HEAD verify.
+  void RunHeadSplitVerify();
 
   // canary_report.cpp
   void PumpViolations();

@@ -89,11 +89,8 @@ int64_t CanaryManager::Impl::RecordBytes() const {
 int64_t CanaryManager::record_bytes() const { return impl_->RecordBytes(); }
 
 int64_t CanaryManager::Impl::CountDeviceBytes() const {
-  int64_t total = state_.ring.bytes() + state_.write_index.bytes() + state_.kernel_counters.bytes() +
-                  state_.slot_counters.bytes() + state_.chain_assert_flag.bytes() +
-                  state_.expected_token_pool.bytes() + state_.verify_phase.bytes() +
-                  sweep_.walk.bytes() + stats_.staging.bytes() +
-                  (jitter_ ? jitter_->device_bytes() : 0);
+  int64_t total = state_.AllBytes() + sweep_.walk.bytes() + stats_.staging.bytes() +
+                  signal_.value.bytes() + (jitter_ ? jitter_->device_bytes() : 0);
   for (const GroupState& group : groups_) {
     for (const DeviceBuffer& buffer : group.buffers) total += buffer.bytes();
     for (const DeviceBuffer& table : group.layer_tables) total += table.bytes();

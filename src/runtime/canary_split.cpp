@@ -64,6 +64,19 @@ void CanaryManager::Impl::DecideSplit(ForwardState& forward) {
   }
 }
 
+void CanaryManager::Impl::RunHeadSplitVerify() {
+  bool any_split = false;
+  for (int i = 0; i < step_.num_forwards; ++i) {
+    for (const ForwardState::PerGroup& per_group : forwards_[i].groups) {
+      any_split = any_split || per_group.split;
+    }
+  }
+  // PRE_HEAD precedes every HEAD verify: the ranges' verifies here (once per step, outside any
+  // graph) as well as the in-graph one, which PreForward launches after its own PRE_HEAD spin.
+  if (any_split) Jitter(JitterPoint::kPreHead);
+  for (int i = 0; i < step_.num_forwards; ++i) RunSplitVerify(forwards_[i], Stage::kHead);
+}
+
 void CanaryManager::Impl::RunSplitVerify(ForwardState& forward, Stage stage) {
   for (size_t g = 0; g < groups_.size(); ++g) {
     const ForwardState::PerGroup& per_group = forward.groups[g];

@@ -55,26 +55,34 @@ void CanaryManager::Impl::CheckHostInput(const ForwardBatch& batch,
                " rows but prefix_lens has ", host.prefix_lens.size());
   }
   CheckHostBlocks(table, args_.pool_slot_count, host);
-  if (config_.enable_verify_token_assert && !host.req_all_ids_lens.empty()) {
-    const size_t bs = host.req_pool_indices.size();
-    if (host.req_all_ids_lens.size() != bs) {
-      ThrowError("kv-canary: req_all_ids_lens length ", host.req_all_ids_lens.size(),
-                 " != batch_size ", bs, "; ForwardBatch snapshot diverged");
-    }
-    int64_t total = 0;
-    for (int64_t len : host.req_all_ids_lens) total += len;
-    if (total != static_cast<int64_t>(host.req_all_ids_flat.size())) {
-      ThrowError("kv-canary: cumsum(req_all_ids_lens)=", total,
-                 " != req_all_ids_flat.numel()=", host.req_all_ids_flat.size(),
-                 "; snapshot inconsistent");
-    }
-  }
+  if (config_.enable_verify_token_assert && !host.req_all_ids_lens.empty()) CheckTokenLists(host);
   if (config_.enable_write_input_assert &&
       (static_cast<int64_t>(host.expected_input_tokens.size()) != batch.num_tokens ||
        host.expected_input_positions.size() != host.expected_input_tokens.size())) {
     ThrowError("kv-canary: fill_expected_inputs: sum(lens)=", host.expected_input_tokens.size(),
                " != num_tokens=", batch.num_tokens,
                " (enable_write_input_assert needs the token oracle's expected inputs)");
+  }
+}
+
+void CanaryManager::Impl::CheckTokenLists(const ForwardHostInput& host) const {
+  const size_t bs = host.req_pool_indices.size();
+  if (host.req_all_ids_lens.size() != bs) {
+    ThrowError("kv-canary: req_all_ids_lens length ", host.req_all_ids_lens.size(),
+               " != batch_size ", bs, "; ForwardBatch snapshot diverged");
+  }
+  int64_t total = 0;
+  for (int64_t len : host.req_all_ids_lens) total += len;
+  if (total != static_cast<int64_t>(host.req_all_ids_flat.size())) {
+    ThrowError("kv-canary: cumsum(req_all_ids_lens)=", total,
+               " != req_all_ids_flat.numel()=", host.req_all_ids_flat.size(),
+               "; snapshot inconsistent");
+  }
+  // UploadTokenPool stages the ids, their offsets and the rows in the sweep's buffer.
+  const int64_t rows = static_cast<int64_t>(bs);
+  if (total > 0 && total + (rows + 1) + rows > 3 * capacities_.verify_capacity) {
+    ThrowError("kv-canary: the step's request token lists (", total,
+               " ids) exceed the staging capacity ", 3 * capacities_.verify_capacity);
   }
 }
 
@@ -85,44 +93,44 @@ void CanaryManager::Impl::BeginStep(const StepInput& input) {
                " forwards with one host input each, got ", count, " forwards and ",
                input.host.size(), " host inputs");
   }
-  // Every check first: a rejected step changes no phase, buffer or counter.
+  // Every check first: a rejected step changes no phase, buffer or counter, and draws no jitter.
   for (size_t i = 0; i < count; ++i) {
     CheckForwardInput(forwards_[i], input.forwards[i], input.host[i]);
   }
   step_.num_forwards = static_cast<int>(count);
-  // The step's jitter ticks reach the device before any of its forwards' launches read them.
+  for (size_t i = 0; i < count; ++i) StartForward(forwards_[i], input.forwards[i], input.host[i]);
+  // The step's jitter ticks reach the device before any of its launches read them.
   if (jitter_) jitter_->StageStep(stream_);
-  for (size_t i = 0; i < count; ++i) {
-    ForwardState& forward = forwards_[i];
-    Transition(forward, Phase::kIdle, Phase::kAfterPreOut);
-    const ForwardBatch& batch = input.forwards[i];
-    const ForwardHostInput& host = input.host[i];
-    forward.batch = batch;
-    forward.host = host;
-    forward.has_batch = true;
-
-    // Expected-token pool.
-    forward.has_valid_lens = false;
-    if (config_.enable_verify_token_assert && !host.req_all_ids_lens.empty()) {
-      const int64_t bs = static_cast<int64_t>(host.req_pool_indices.size());
-      std::vector<int64_t> offsets(bs + 1, 0);
-      for (int64_t r = 0; r < bs; ++r) offsets[r + 1] = offsets[r] + host.req_all_ids_lens[r];
-      UploadTokenPool(forward, offsets);
-    }
-    // Expected inputs of the write-input assert.
-    forward.write_assert = config_.enable_write_input_assert;
-    if (forward.write_assert) {
-      CopyBytesAsync(forward.expected_tokens.data(), host.expected_input_tokens.data(),
-                     8 * batch.num_tokens, device_, stream_);
-      CopyBytesAsync(forward.expected_positions.data(), host.expected_input_positions.data(),
-                     8 * batch.num_tokens, device_, stream_);
-    }
-    DecideSplit(forward);
-  }
   // Perturbations land before the HEAD split verification reads the prefix.
   if (perturber_) perturber_->BeforeForward();
-  for (size_t i = 0; i < count; ++i) RunSplitVerify(forwards_[i], Stage::kHead);
+  RunHeadSplitVerify();
   step_.in_step = true;
+}
+
+void CanaryManager::Impl::StartForward(ForwardState& forward, const ForwardBatch& batch,
+                                       const ForwardHostInput& host) {
+  Transition(forward, Phase::kIdle, Phase::kAfterPreOut);
+  forward.batch = batch;
+  forward.host = host;
+  forward.has_batch = true;
+
+  // Expected-token pool.
+  forward.has_valid_lens = false;
+  if (config_.enable_verify_token_assert && !host.req_all_ids_lens.empty()) {
+    const int64_t bs = static_cast<int64_t>(host.req_pool_indices.size());
+    std::vector<int64_t> offsets(bs + 1, 0);
+    for (int64_t r = 0; r < bs; ++r) offsets[r + 1] = offsets[r] + host.req_all_ids_lens[r];
+    UploadTokenPool(forward, offsets);
+  }
+  // Expected inputs of the write-input assert.
+  forward.write_assert = config_.enable_write_input_assert;
+  if (forward.write_assert) {
+    CopyBytesAsync(forward.expected_tokens.data(), host.expected_input_tokens.data(),
+                   8 * batch.num_tokens, device_, stream_);
+    CopyBytesAsync(forward.expected_positions.data(), host.expected_input_positions.data(),
+                   8 * batch.num_tokens, device_, stream_);
+  }
+  DecideSplit(forward);
 }
 
 void CanaryManager::Impl::UploadTokenPool(ForwardState& forward,
@@ -132,11 +140,7 @@ void CanaryManager::Impl::UploadTokenPool(ForwardState& forward,
   // Scatter runs on the device from device copies of the three host arrays; the staging reuses
   // the sweep's buffer, which is free in phase 1.
   const int64_t total = offsets[bs];
-  if (total == 0) return;
-  if (total + (bs + 1) + bs > 3 * capacities_.verify_capacity) {
-    ThrowError("kv-canary: the step's request token lists (", total,
-               " ids) exceed the staging capacity ", 3 * capacities_.verify_capacity);
-  }
+  if (total == 0) return;  // CheckHostInput checked that the staging fits the rest
   char* base = static_cast<char*>(sweep_.walk.data());
   CopyBytesAsync(base, host.req_all_ids_flat.data(), 8 * total, device_, stream_);
   CopyBytesAsync(base + 8 * total, offsets.data(), 8 * (bs + 1), device_, stream_);

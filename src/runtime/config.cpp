@@ -215,9 +215,12 @@ void Config::Validate() const {
   if (sweep_interval > 0 && mode == Mode::kNone) {
     ThrowError("kv-canary: sweep_interval > 0 requires mode in {log, raise}");
   }
-  // Mode none installs nothing, so there would be no forward to shake.
+  // Mode none installs nothing, so there would be no forward to shake. Like the other checks
+  // between fields, the message names the Config fields, whether they came from Config or from
+  // the environment (FromEnv validates what it read here).
   if (jitter_enabled && mode == Mode::kNone) {
-    ThrowError("kv-canary: KVCANARY_JITTER_ENABLED requires mode in {log, raise}");
+    ThrowError("kv-canary: jitter_enabled requires mode in {log, raise}, got mode ",
+               ModeName(mode));
   }
   if (on_violation == OnViolation::kQuarantine && mode != Mode::kLog) {
     ThrowError("kv-canary: on_violation quarantine requires mode log, got mode ", ModeName(mode));

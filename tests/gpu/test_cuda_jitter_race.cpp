@@ -3,11 +3,14 @@
 // The race: an engine writes a canary record (or KV) on a side stream without making the compute
 // stream wait for it, so the write may land after the verify that should have seen it. The test
 // stages it deterministically, once per trial:
-//   compute stream: gate spin (10M ticks) -> event E -> jitter PRE_HEAD spin -> verify of slot 1
+//   compute stream: host gate -> event E -> jitter PRE_HEAD spin -> verify of slot 1
 //   side stream:    wait E -> spin kDelay ticks -> copy a bad record over slot 1
-// The gate holds both streams until every launch is enqueued, so host timing does not matter;
-// from E the side write lands after kDelay ticks. With jitter off the verify runs right after E,
-// kDelay ticks (half a millisecond at 2 GHz) before the write: never caught. With jitter on, the
+// The gate (host_gate.h) is a device-side wait on a mapped pinned flag that the host sets only
+// after every launch of both streams is enqueued, so however long the host takes between the
+// enqueues, both streams start from E together; from E the side write lands after kDelay ticks.
+// The gate gives up after kGateLimitNs of wall-clock time, and the trial then fails. With jitter
+// off the verify runs right after E, kDelay ticks (half a millisecond at 2 GHz) before the write:
+// never caught. With jitter on, the
 // fuzzer draws the PRE_HEAD ticks (seeded, so known before the trial): a trial whose spin is at
 // least 4 x kDelay runs the verify well after the write and must catch it; one below kDelay / 4
 // must not; the trials in between may go either way and are only counted.
@@ -15,9 +18,11 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <memory>
 
 #include "device_buffer.h"
 #include "device_state.h"
+#include "host_gate.h"
 #include "kvcanary/kvcanary.h"
 #include "runtime/jitter.h"
 #include "testutil.h"
@@ -29,7 +34,7 @@ using testing::CanaryState;
 using testing::DeviceTensor;
 using testing::HostTensor;
 
-constexpr int64_t kGate = 10'000'000;
+constexpr int64_t kGateLimitNs = 1'000'000'000;  // 1 s: the host enqueues in far less
 constexpr int64_t kDelay = 1'000'000;
 constexpr int kTrials = 48;
 
@@ -41,6 +46,7 @@ class CudaJitterRace : public testing::DeviceTest {
     KVC_CUDA_CHECK(cudaStreamCreateWithFlags(&compute_, cudaStreamNonBlocking));
     KVC_CUDA_CHECK(cudaStreamCreateWithFlags(&side_, cudaStreamNonBlocking));
     KVC_CUDA_CHECK(cudaEventCreateWithFlags(&gate_open_, cudaEventDisableTiming));
+    gate_ = std::make_unique<testing::HostGate>();
     good_.set_record(1, Record{.token = 7, .position = 5, .prev_hash = 11, .real_kv_hash = 0});
     bad_.set_record(1, Record{.token = 7, .position = 6, .prev_hash = 11, .real_kv_hash = 0});
     // One verify entry: slot 1 at position 5; predecessor 0 leaves the chain unchecked.
@@ -56,14 +62,17 @@ class CudaJitterRace : public testing::DeviceTest {
   }
 
   // One trial; `jitter` launches the PRE_HEAD spin (its ticks staged before). Whether the verify
-  // reported the late write.
-  bool Caught(const runtime::JitterFuzzer* jitter) {
+  // reported the late write. `open_first` opens the gate before anything is enqueued: a warm-up
+  // that loads the trial's kernels (a lazily loaded kernel's first launch may wait for the device
+  // to go idle, which a closed gate holds off until its limit).
+  bool Caught(const runtime::JitterFuzzer* jitter, bool open_first = false) {
     testing::DeviceCanaryState state(good_);
     const testing::DevicePlanBuffers plan(plan_);
     const DeviceTensor<uint8_t> bad_record(bad_.canary);
-    const DeviceTensor<int64_t> gate(HostTensor<int64_t>::Of({kGate}));
     const DeviceTensor<int64_t> delay(HostTensor<int64_t>::Of({kDelay}));
-    SpinWait({gate.view()}, compute_);
+    gate_->Close();
+    if (open_first) gate_->Open();
+    gate_->Enqueue(compute_, kGateLimitNs);
     KVC_CUDA_CHECK(cudaEventRecord(gate_open_, compute_));
     if (jitter != nullptr) jitter->Launch(runtime::JitterPoint::kPreHead, compute_);
     VerifyArgs verify;
@@ -74,20 +83,24 @@ class CudaJitterRace : public testing::DeviceTest {
     SpinWait({delay.view()}, side_);
     KVC_CUDA_CHECK(cudaMemcpyAsync(state.canary.data() + 32, bad_record.data() + 32, 32,
                                    cudaMemcpyDeviceToDevice, side_));
+    gate_->Open();  // everything is enqueued: both streams start from E
     KVC_CUDA_CHECK(cudaStreamSynchronize(side_));
     KVC_CUDA_CHECK(cudaStreamSynchronize(compute_));
+    EXPECT_FALSE(gate_->timed_out()) << "the gate waited " << kGateLimitNs << " ns for the host";
     return state.write_index.ToHost()[0] > 0;
   }
 
   cudaStream_t compute_ = nullptr;
   cudaStream_t side_ = nullptr;
   cudaEvent_t gate_open_ = nullptr;
+  std::unique_ptr<testing::HostGate> gate_;  // mapped pinned memory: only with a device
   CanaryState good_{4};
   CanaryState bad_{4};
   testing::PlanBuffers plan_{1, 1};
 };
 
 TEST_F(CudaJitterRace, ALateSideStreamWriteIsCaughtOnlyWithJitterOn) {
+  Caught(nullptr, /*open_first=*/true);
   int caught_off = 0;
   for (int trial = 0; trial < kTrials; ++trial) caught_off += Caught(nullptr);
 

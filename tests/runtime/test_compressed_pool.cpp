@@ -178,6 +178,25 @@ struct CompressedCase : InstallCase {
   DeviceBuffer lut;
 };
 
+// device_bytes() counts every buffer the runtime allocates: over the same group described without
+// compression (the same slots and layer), a compressed FULL group adds exactly its chain-assert
+// word (4 bytes, kept 0) and its translated slots (one int64 per write entry).
+TEST(CompressedPool, DeviceBytesCountTheCompressedGroupsOwnBuffers) {
+  const CompressedEngine compressed(Device::CPU());
+  FakeCompressedPool pool(Device::CPU(), 512, kRatio, 32);
+  FakeEngineOptions options = CompressedEngine::Options(Device::CPU(), nullptr, pool);
+  options.edit_full_group = [&pool](GroupSpec& full) {
+    pool.Describe(full);
+    full.compress_ratio = 1;
+    full.full_to_compressed = TensorView();
+  };
+  const FakeEngine plain(options);
+  EXPECT_EQ(compressed.engine.canary->record_bytes(), plain.canary->record_bytes());
+  const int64_t entries = plain.canary->capacities().write_entry_capacity;
+  EXPECT_EQ(compressed.engine.canary->device_bytes() - plain.canary->device_bytes(),
+            4 + 8 * entries);
+}
+
 TEST(CompressedPool, ValidDescriptionIsAccepted) {
   CompressedCase c;
   EXPECT_NE(CanaryManager::Install(c.config, c.args), nullptr);

@@ -1,11 +1,14 @@
 // The timing-jitter fuzzer on the host: the seeded draw (reproducible, probability 0 and 1, ticks
 // within [1, max], log-uniform), the upload into the static device buffer, and the four points of
-// a step in order, observed through the perturbation events of an eager and a replayed step. On
-// the CPU the spin-wait op is a no-op, so the runtime's results do not change with jitter on.
+// a step in order, observed through the perturbation events of an eager, a replayed and a split
+// step; a refused step draws nothing. On the CPU the spin-wait op is a no-op, so the runtime's
+// results do not change with jitter on; on CUDA a step spins for its draw.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -18,6 +21,7 @@
 #include "kvcanary/runtime/config.h"
 #include "kvcanary/runtime/device_memory.h"
 #include "kvcanary/spin_wait.h"
+#include "runtime/error_message.h"
 #include "runtime/fake_engine.h"
 #include "runtime/jitter.h"
 #include "runtime/perturbation_util.h"
@@ -110,11 +114,22 @@ testing::FakeEngineOptions EngineWith(const Config& config) {
   return options;
 }
 
+using JitterEventList = std::vector<std::pair<std::string, int64_t>>;
+
 // The perturbation events of the fired points, in order, as (kind, ticks).
-std::vector<std::pair<std::string, int64_t>> JitterEvents(const Recorder& recorder) {
-  std::vector<std::pair<std::string, int64_t>> events;
+JitterEventList JitterEvents(const Recorder& recorder) {
+  JitterEventList events;
   for (const PerturbationEvent& event : recorder.events) {
     if (event.kind.rfind("jitter_", 0) == 0) events.emplace_back(event.kind, event.replacement);
+  }
+  return events;
+}
+
+// The events a step with draw `drawn` sends at its four points: the points that fire, in order.
+JitterEventList PointEvents(const JitterCycles& drawn) {
+  JitterEventList events;
+  for (int point = 0; point < kNumJitterPoints; ++point) {
+    if (drawn[point] > 0) events.emplace_back(kPointEvents[point], drawn[point]);
   }
   return events;
 }
@@ -127,12 +142,7 @@ TEST(JitterRuntime, EachStepRunsTheFourPointsInOrderWithItsDraw) {
   for (int step = 0; step < 4; ++step) {
     run.recorder.events.clear();
     run.engine.Step();
-    const JitterCycles drawn = expected.Next();
-    std::vector<std::pair<std::string, int64_t>> wanted;
-    for (int point = 0; point < kNumJitterPoints; ++point) {
-      wanted.emplace_back(kPointEvents[point], drawn[point]);
-    }
-    EXPECT_EQ(JitterEvents(run.recorder), wanted) << "step " << step;
+    EXPECT_EQ(JitterEvents(run.recorder), PointEvents(expected.Next())) << "step " << step;
     for (const PerturbationEvent& event : run.recorder.events) EXPECT_EQ(event.step, step);
   }
   EXPECT_TRUE(run.recorder.rows.empty());
@@ -150,13 +160,45 @@ TEST(JitterRuntime, AReplayedForwardReportsThePointsItReplays) {
     run.engine.canary->BeginStep(prepared.input);
     run.engine.canary->ReplayedForward(0);
     run.engine.canary->EndStep();
-    std::vector<std::pair<std::string, int64_t>> wanted;
+    EXPECT_EQ(JitterEvents(run.recorder), PointEvents(expected.Next())) << "step " << step;
+  }
+}
+
+// A step whose HEAD verify is split into row ranges (plan arrays past their capacity) spins at
+// PRE_HEAD once more, in BeginStep before the ranges' verifies, then at the four points in order.
+// A record corrupted when that first PRE_HEAD event comes is caught by the same step's split
+// verify (its rows reach the host with the next step), not by the next step's.
+TEST(JitterRuntime, ASplitStepSpinsAtPreHeadBeforeItsSplitVerify) {
+  Config config = JitterConfig(1.0, 99);
+  config.fused_verify = false;  // plan arrays, which the batch overflows
+  testing::FakeEngineOptions options = EngineWith(config);
+  options.capacities = Capacities{/*verify=*/16, /*write_req=*/8, /*write_entry=*/256};
+  RecordedEngine run(options);
+  const int64_t row = run.engine.AddRequest(12);
+  for (int r = 0; r < 3; ++r) run.engine.AddRequest(12);
+  bool corrupt_at_pre_head = false;
+  run.engine.canary->SetPerturbationListener([&](const PerturbationEvent& event) {
+    run.recorder.events.push_back(event);
+    if (!corrupt_at_pre_head || event.kind != "jitter_pre_head") return;
+    corrupt_at_pre_head = false;
+    const TensorView head = run.engine.canary->CanaryBuffer(GroupKind::kFull, false, false);
+    head.data_as<uint8_t>()[kCanarySlotBytes * run.engine.SlotOf(row, 2) + 8] ^= 1;  // position
+  });
+  JitterDraw expected(1.0, 5000, 99);
+  for (int step = 0; step < 3; ++step) {  // a prefill, then two decodes past the plan capacity
+    run.recorder.events.clear();
+    const int64_t split_steps = run.engine.canary->split_steps();
+    corrupt_at_pre_head = step == 1;
+    run.engine.Step();
+    const bool split = run.engine.canary->split_steps() > split_steps;
+    EXPECT_EQ(split, step > 0) << "step " << step;
     const JitterCycles drawn = expected.Next();
-    for (int point = 0; point < kNumJitterPoints; ++point) {
-      if (drawn[point] > 0) wanted.emplace_back(kPointEvents[point], drawn[point]);
-    }
+    JitterEventList wanted;
+    if (split) wanted.emplace_back(kPointEvents[0], drawn[0]);
+    for (const auto& event : PointEvents(drawn)) wanted.push_back(event);
     EXPECT_EQ(JitterEvents(run.recorder), wanted) << "step " << step;
   }
+  EXPECT_TRUE(Caught(run.recorder, kHeadK, ~int64_t{0}, run.engine.SlotOf(row, 2)));
 }
 
 // A refused step draws nothing: the next accepted step gets the sequence's first values.
@@ -169,6 +211,32 @@ TEST(JitterRuntime, ARejectedStepDoesNotAdvanceTheDraw) {
   ASSERT_EQ(JitterEvents(run.recorder).size(), 4u);
   EXPECT_EQ(JitterEvents(run.recorder)[0].second, first[0]);
   EXPECT_EQ(JitterEvents(run.recorder)[3].second, first[3]);
+}
+
+// The same for the last check of a step (its request token lists must fit the staging buffer,
+// 3 x 16 ids here): the refused step changes no phase and the same step, accepted without the
+// lists, gets the draw the refused one would have had.
+TEST(JitterRuntime, AStepRefusedByItsLastCheckDoesNotAdvanceTheDraw) {
+  Config config = JitterConfig(1.0, 12);
+  config.enable_verify_token_assert = true;
+  testing::FakeEngineOptions options = EngineWith(config);
+  options.capacities = Capacities{/*verify=*/16, /*write_req=*/8, /*write_entry=*/256};
+  RecordedEngine run(options);
+  run.engine.AddRequest(3);
+  const testing::PreparedStep prepared = run.engine.PrepareStep();
+  StepInput refused = prepared.input;
+  refused.host[0].req_all_ids_lens = {46};
+  refused.host[0].req_all_ids_flat.assign(46, 7);
+  EXPECT_EQ(ErrorMessage([&] { run.engine.canary->BeginStep(refused); }),
+            "kv-canary: the step's request token lists (46 ids) exceed the staging capacity 48");
+  run.engine.canary->BeginStep(prepared.input);
+  run.engine.canary->PreForward(0);
+  run.engine.WriteKv(prepared);
+  run.engine.UploadKvRows(prepared);
+  run.engine.canary->PostForward(0);
+  run.engine.canary->EndStep();
+  EXPECT_EQ(JitterEvents(run.recorder), PointEvents(JitterDraw(1.0, 5000, 12).Next()));
+  EXPECT_TRUE(run.recorder.rows.empty());
 }
 
 // On the CPU the spin is a no-op: the same steps and the same KV flip report the same rows with
@@ -195,37 +263,54 @@ TEST(JitterRuntime, CpuResultsDoNotChangeWithJitterOn) {
 }
 
 #ifdef KVC_HAVE_CUDA
-// On CUDA the four launches are real spins: a step (its four points, the verify and write
-// launches) takes at least the ticks its draw gave them, at the device's peak clock, and the
-// points still come in order. Skips without a device.
+testing::FakeEngineOptions CudaEngineWith(const Config& config) {
+  testing::FakeEngineOptions options = EngineWith(config);
+  options.device = Device::CUDA(0);
+  return options;
+}
+
+// The wall-clock milliseconds of one eager step, its device work included.
+double StepMs(RecordedEngine& run) {
+  const auto start = std::chrono::steady_clock::now();
+  run.engine.Step();
+  run.engine.Synchronize();
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+}
+
+// On CUDA the four launches are real spins: a step takes longer than the fastest step with jitter
+// off by at least 0.9 of the ticks its draw gave them at the device's peak clock (a lower clock
+// only lengthens a spin; the tenth covers host work the spins overlap), and the points still come
+// in order. Seed 114 draws step sums of 71.6M to 82.7M ticks (at least 36 ms at 2 GHz), so a step
+// that did not spin falls far short. Skips without a device.
 TEST(JitterRuntime, OnCudaEachStepSpinsForItsDraw) {
   if (!CudaDeviceAvailable()) GTEST_SKIP() << "no CUDA device";
   int khz = 0;
   ASSERT_EQ(cudaDeviceGetAttribute(&khz, cudaDevAttrClockRate, 0), cudaSuccess);
-  Config config = JitterConfig(1.0, 31);
-  config.jitter_max_cycles = 4'000'000;
-  testing::FakeEngineOptions options = EngineWith(config);
-  options.device = Device::CUDA(0);
-  RecordedEngine run(options);
+  Config config = JitterConfig(1.0, 114);
+  config.jitter_max_cycles = kMaxSpinWaitCycles;
+  Config off = config;
+  off.jitter_enabled = false;
+  double baseline_ms = std::numeric_limits<double>::infinity();
+  {
+    RecordedEngine quiet(CudaEngineWith(off));
+    quiet.engine.AddRequest(5);
+    quiet.engine.Step();  // warm-up: module loads
+    for (int step = 1; step < 5; ++step) baseline_ms = std::min(baseline_ms, StepMs(quiet));
+  }
+  RecordedEngine run(CudaEngineWith(config));
   run.engine.AddRequest(5);
-  run.engine.Step();  // warm-up: module loads
-  JitterDraw expected(1.0, 4'000'000, 31);
+  run.engine.Step();  // warm-up
+  JitterDraw expected(1.0, kMaxSpinWaitCycles, 114);
   expected.Next();
   for (int step = 1; step < 5; ++step) {
     run.recorder.events.clear();
     const JitterCycles drawn = expected.Next();
-    const auto start = std::chrono::steady_clock::now();
-    run.engine.Step();
-    run.engine.Synchronize();
-    const std::chrono::duration<double, std::milli> ms = std::chrono::steady_clock::now() - start;
-    int64_t total = 0;
-    std::vector<std::pair<std::string, int64_t>> wanted;
-    for (int point = 0; point < kNumJitterPoints; ++point) {
-      total += drawn[point];
-      wanted.emplace_back(kPointEvents[point], drawn[point]);
-    }
-    EXPECT_EQ(JitterEvents(run.recorder), wanted) << "step " << step;
-    EXPECT_GE(ms.count(), 0.98 * static_cast<double>(total) / khz) << "step " << step;
+    const double ms = StepMs(run);
+    const int64_t total = drawn[0] + drawn[1] + drawn[2] + drawn[3];
+    ASSERT_GE(total, 70'000'000) << "step " << step;  // the premise: long spins
+    EXPECT_EQ(JitterEvents(run.recorder), PointEvents(drawn)) << "step " << step;
+    EXPECT_GE(ms - baseline_ms, 0.9 * static_cast<double>(total) / khz)
+        << "step " << step << ": " << ms << " ms, " << baseline_ms << " ms with jitter off";
   }
   EXPECT_TRUE(run.recorder.rows.empty());
 }

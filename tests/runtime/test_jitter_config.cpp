@@ -95,10 +95,12 @@ TEST(JitterConfig, EnabledWithModeNoneIsRefused) {
     if (name == "KVCANARY_JITTER_ENABLED") return "1";
     return std::nullopt;  // mode none, the default
   };
-  EXPECT_EQ(ErrorMessage([&] { Config::FromEnv(env); }),
-            "kv-canary: KVCANARY_JITTER_ENABLED requires mode in {log, raise}");
+  const std::string refused =
+      "kv-canary: jitter_enabled requires mode in {log, raise}, got mode none";
+  EXPECT_EQ(ErrorMessage([&] { Config::FromEnv(env); }), refused);
   Config config;
   config.jitter_enabled = true;
+  EXPECT_EQ(ErrorMessage([&] { config.Validate(); }), refused);
   for (const Mode mode : {Mode::kLog, Mode::kRaise}) {
     config.mode = mode;
     EXPECT_NO_THROW(config.Validate()) << ModeName(mode);
