@@ -68,23 +68,25 @@ void AffectedRequestTracker::Record(RecordedForward forward) {
   history_.push_back(std::move(live));
 }
 
-void AffectedRequestTracker::MatchSlots(const std::vector<ViolationRow>& rows,
-                                        std::vector<bool>& matched, StreamHandle stream) {
-  // SWA rows name SWA slots, which the full table does not hold: they are never matched here.
+void AffectedRequestTracker::MatchGroup(const std::vector<ViolationRow>& rows, bool swa,
+                                        const TensorView& slot_table, std::vector<bool>& matched,
+                                        StreamHandle stream) {
+  // SWA rows name SWA slots, which only the SWA table leads to from the full slots.
+  if (swa && !slot_table.defined()) return;
   std::unordered_map<int64_t, std::vector<size_t>> violations_of_slot;
   for (size_t v = 0; v < rows.size(); ++v) {
-    if (!IsSwaRow(rows[v])) violations_of_slot[rows[v].slot_idx].push_back(v);
+    if (IsSwaRow(rows[v]) == swa) violations_of_slot[rows[v].slot_idx].push_back(v);
   }
   // Through a slot table, 0 stands for every full slot without a slot in the group (the padding
   // slot a write of such a token goes to): it names no request.
-  const bool translate = full_slot_table_.defined();
+  const bool translate = slot_table.defined();
   if (translate) violations_of_slot.erase(0);
   if (violations_of_slot.empty()) return;
   for (const RecordedForward& forward : history_) {
     const std::vector<std::vector<int64_t>> slots =
         ReadTableSlots(forward.table, SpansOf(forward), stream);
     std::vector<std::vector<int64_t>> translated;
-    if (translate) translated = TranslateSlots(full_slot_table_, slots, stream);
+    if (translate) translated = TranslateSlots(slot_table, slots, stream);
     const std::vector<std::vector<int64_t>>& group_slots = translate ? translated : slots;
     for (size_t r = 0; r < slots.size(); ++r) {
       for (int64_t p = 0; p < static_cast<int64_t>(slots[r].size()); ++p) {
@@ -103,11 +105,12 @@ std::vector<int64_t> AffectedRequestTracker::Match(const std::vector<ViolationRo
                                                    bool ring_overflow, StreamHandle stream) {
   touched_.clear();
   std::vector<bool> matched(rows.size(), false);
-  MatchSlots(rows, matched, stream);
+  MatchGroup(rows, /*swa=*/false, full_slot_table_, matched, stream);
+  MatchGroup(rows, /*swa=*/true, swa_slot_table_, matched, stream);
   for (size_t v = 0; v < rows.size(); ++v) {
-    // A HEAD/TAIL row came from a row of these batches, yet no table names its slot now (an SWA
-    // slot, or an entry changed since the forward read it): every recorded row is taken. A
-    // sweep row touches only the requests that hold its slot.
+    // A HEAD/TAIL row came from a row of these batches, yet no table names its slot now (an entry
+    // changed since the forward read it, or an SWA slot without the SWA table): every recorded
+    // row is taken. A sweep row touches only the requests that hold its slot.
     if (!matched[v] && !IsSweepRow(rows[v])) AddEveryRow(&rows[v], false);
   }
   if (ring_overflow) AddEveryRow(nullptr, true);

@@ -1,9 +1,9 @@
 // Quarantine's host side: which requests a reported violation touched. The runtime keeps the
 // live rows of the last two steps' batches (the rows a report can come from: a report at the end
 // of step N reads the rows of steps N - 1 and N) and matches each shown violation row to the rows
-// whose table holds its slot among the positions they read or write; a compressed FULL group's
-// rows are matched through its full->compressed table, as its plan reads them (docs/quarantine.md
-// states the rule).
+// whose table holds its slot among the positions they read or write; an SWA group's rows, and a
+// compressed FULL group's, are matched through the group's slot table (full_to_swa,
+// full_to_compressed), as its plan reads them (docs/quarantine.md states the rule).
 #pragma once
 
 #include <cstdint>
@@ -44,12 +44,15 @@ class AffectedRequestTracker {
   // matching, with the SwaTranslate op the plan's translation shares (0 = no slot in the group,
   // never matched). The view must stay valid while rows are matched.
   void SetFullSlotTable(const TensorView& full_to_group) { full_slot_table_ = full_to_group; }
+  // The SWA group's full_to_swa table: SWA rows name SWA slots, matched through it the same way;
+  // without it an SWA row matches no table and takes every recorded row.
+  void SetSwaSlotTable(const TensorView& full_to_swa) { swa_slot_table_ = full_to_swa; }
 
  private:
-  // Adds every row whose table holds a FULL-group row's slot (translated through the slot table
-  // when there is one); marks the rows matched.
-  void MatchSlots(const std::vector<ViolationRow>& rows, std::vector<bool>& matched,
-                  StreamHandle stream);
+  // Adds every row whose table holds the slot of a row of one group (FULL or SWA), translated
+  // through `slot_table` when it is defined; marks the rows matched.
+  void MatchGroup(const std::vector<ViolationRow>& rows, bool swa, const TensorView& slot_table,
+                  std::vector<bool>& matched, StreamHandle stream);
   // Adds `violation` to the recorded row `row` of forward `forward`, with the table's `slot` at
   // `position` (a full-pool slot: for a compressed group, the one whose entry names the row's).
   void Add(const RecordedForward& forward, size_t row, const ViolationRow& violation, int64_t slot,
@@ -61,6 +64,7 @@ class AffectedRequestTracker {
   std::map<int64_t, AffectedRequest> pending_;
   std::vector<int64_t> touched_;  // req_pool_idx added to by the current Match
   TensorView full_slot_table_;
+  TensorView swa_slot_table_;
 };
 
 }  // namespace kvcanary::runtime

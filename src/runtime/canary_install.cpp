@@ -157,6 +157,10 @@ CanaryManager::Impl::Impl(const Config& config, const InstallArgs& args)
     // Its rows name compressed slots: quarantine reads them through its table, as the plan does.
     affected_.SetFullSlotTable(SlotTable(compressed->spec));
   }
+  const auto swa = std::find_if(groups_.begin(), groups_.end(),
+                                [](const GroupState& g) { return g.spec.kind == GroupKind::kSwa; });
+  // SWA rows name SWA slots: quarantine reads them through full_to_swa, as the plan does.
+  if (swa != groups_.end()) affected_.SetSwaSlotTable(SlotTable(swa->spec));
   if (config.enable_verify_token_assert) {
     token_pool_width_ = width;
     state_.expected_token_pool = DeviceBuffer(

@@ -75,13 +75,43 @@ TEST(AffectedRequests, AnUnmatchedSweepRowTouchesNobody) {
             (std::vector<int64_t>{1}));
 }
 
-TEST(AffectedRequests, AnSwaRowTakesEveryRecordedRow) {
+TEST(AffectedRequests, WithoutTheSwaTableAnSwaRowTakesEveryRecordedRow) {
   Table table;
   AffectedRequestTracker tracker;
   tracker.Record(Forward(table, 0, {1, 2}, {4, 4}));
   // Slot 12 is request 1's in the full table, but an SWA row names an SWA slot.
   EXPECT_EQ(tracker.Match({Row(CanaryLaunchTag::kHeadKSwa, 12, 2, 1)}, false, nullptr),
             (std::vector<int64_t>{1, 2}));
+}
+
+// With the SWA group's full_to_swa table, an SWA row names only the requests whose full slots
+// translate to its SWA slot: here full slot 10 * r + p holds SWA slot 100 + 10 * r + p for the last
+// two positions of a 4-token row (p = 2, 3) and none (0) before them, as a window of 2 would.
+TEST(AffectedRequests, TheSwaTableNamesOnlyTheRequestsHoldingTheSwaSlot) {
+  Table table;
+  std::vector<int64_t> lut(10 * kRows, 0);
+  for (int64_t r = 1; r < kRows; ++r) {
+    for (int64_t p = 2; p < 4; ++p) lut[10 * r + p] = 100 + 10 * r + p;
+  }
+  AffectedRequestTracker tracker;
+  tracker.SetSwaSlotTable(
+      TensorView(lut.data(), DType::kInt64, Device::CPU(), {static_cast<int64_t>(lut.size())}));
+  tracker.Record(Forward(table, 0, {1, 2, 3}, {4, 4, 4}));
+  // SWA slot 123 is request 2's position 3 (full slot 23). FULL rows still match untranslated:
+  // full slot 12 is request 1's position 2.
+  EXPECT_EQ(tracker.Match({Row(CanaryLaunchTag::kHeadKSwa, 123, 3, 1)}, false, nullptr),
+            (std::vector<int64_t>{2}));
+  EXPECT_EQ(tracker.Match({Row(CanaryLaunchTag::kHeadKFull, 12, 2, 1)}, false, nullptr),
+            (std::vector<int64_t>{1}));
+  const std::vector<AffectedRequest> affected = tracker.Take();
+  ASSERT_EQ(affected.size(), 2u);
+  EXPECT_EQ(affected[1].req_pool_idx, 2);
+  EXPECT_EQ(affected[1].slots, (std::vector<int64_t>{23}));
+  EXPECT_EQ(affected[1].positions, (std::vector<int64_t>{3}));
+  // An SWA slot no row translates to: a TAIL row takes every recorded row, a sweep row nobody.
+  EXPECT_EQ(tracker.Match({Row(CanaryLaunchTag::kTailVSwa, 150, 1, 1)}, false, nullptr),
+            (std::vector<int64_t>{1, 2, 3}));
+  EXPECT_TRUE(tracker.Match({Row(CanaryLaunchTag::kSweepKSwa, 150, 1, 1)}, false, nullptr).empty());
 }
 
 TEST(AffectedRequests, OnlyTheLastTwoStepsAreKept) {
