@@ -51,7 +51,9 @@ class CheckBlockFixture {
   const LaunchParams& launch() const { return launch_; }
 
  private:
-  int64_t Pick(int64_t lo, int64_t hi) { return std::uniform_int_distribution<int64_t>(lo, hi)(rng_); }
+  int64_t Pick(int64_t lo, int64_t hi) {
+    return std::uniform_int_distribution<int64_t>(lo, hi)(rng_);
+  }
 
   Record StoredAt(int64_t slot) const {
     if (slot <= 0 || slot >= kSlots) return Record{};
@@ -83,9 +85,11 @@ class CheckBlockFixture {
       for (int64_t layer = 0; layer < source.num_layers; ++layer) {
         bytes_.emplace_back(static_cast<size_t>(source.rows * source.row_stride_bytes));
         for (uint8_t& byte : bytes_.back()) byte = static_cast<uint8_t>(rng_());
-        layer_addresses_[s][layer] = static_cast<int64_t>(reinterpret_cast<uintptr_t>(bytes_.back().data()));
+        layer_addresses_[s][layer] =
+            static_cast<int64_t>(reinterpret_cast<uintptr_t>(bytes_.back().data()));
       }
-      source.data = reinterpret_cast<const uint8_t*>(static_cast<uintptr_t>(layer_addresses_[s][0]));
+      source.data =
+          reinterpret_cast<const uint8_t*>(static_cast<uintptr_t>(layer_addresses_[s][0]));
       source.layer_addresses = source.num_layers > 1 ? layer_addresses_[s].data() : nullptr;
     }
     launch_.real_kv.num_sources = sources;

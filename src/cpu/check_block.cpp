@@ -65,7 +65,8 @@ void FingerprintLanes(const RealKvParams& real_kv, const VerifyEntry* entries, c
   for (int32_t s = 0; s < real_kv.num_sources; ++s) {
     const RealKvSourceParams& source = real_kv.sources[s];
     int64_t offsets[kCheckBlockEntries];
-    for (int i = 0; i < count; ++i) offsets[i] = checked[i] ? StripOffset(source, entries[i].slot) : -1;
+    for (int i = 0; i < count; ++i)
+      offsets[i] = checked[i] ? StripOffset(source, entries[i].slot) : -1;
     for (int64_t layer = 0; layer < source.num_layers; ++layer) {
       const uint8_t* base = LayerBase(source, layer);
       L acc;
@@ -114,7 +115,8 @@ int CheckLanes(const LaunchParams& launch, bool check_token, const VerifyEntry* 
     const int64_t bits =
         EntryFailBits(check_token, entry, stored[i], reachable, expected_hash, fingerprint.v[i]);
     if (bits == 0) continue;
-    failures[failing++] = BlockFailure{i, EntryViolation(launch, entry, stored[i], expected_hash, bits)};
+    failures[failing++] =
+        BlockFailure{i, EntryViolation(launch, entry, stored[i], expected_hash, bits)};
   }
   return failing;
 }

@@ -69,8 +69,12 @@ template <typename Cursor>
 class Lookahead {
  public:
   Lookahead(const LaunchParams& launch, Cursor cursor, int64_t first, int64_t end)
-      : launch_(launch), cursor_(cursor), block_(BlockEntriesFor(launch.real_kv)), first_(first),
-        end_(end), next_(first) {
+      : launch_(launch),
+        cursor_(cursor),
+        block_(BlockEntriesFor(launch.real_kv)),
+        first_(first),
+        end_(end),
+        next_(first) {
     DeriveBlock();
     DeriveBlock();
   }
@@ -86,7 +90,8 @@ class Lookahead {
   void DeriveBlock() {
     const int64_t block_first = next_;
     const int64_t block_end = std::min(end_, block_first + block_);
-    for (; next_ < block_end; ++next_) ring_[(next_ - first_) & (kLookaheadSlots - 1)] = cursor_.At(next_);
+    for (; next_ < block_end; ++next_)
+      ring_[(next_ - first_) & (kLookaheadSlots - 1)] = cursor_.At(next_);
     for (int64_t e = block_first; e < block_end; ++e) {
       PrefetchEntry(launch_, ring_[(e - first_) & (kLookaheadSlots - 1)]);
     }
@@ -119,7 +124,8 @@ void CheckEntries(const LaunchParams& launch, bool check_token, bool enabled, in
     BlockFailure failures[kCheckBlockEntries];
     for (int64_t first = begin; first < end; first += lookahead.block()) {
       const int count = static_cast<int>(std::min(lookahead.block(), end - first));
-      const int failing = CheckBlock(launch, check_token, lookahead.TakeBlock(first), count, failures);
+      const int failing =
+          CheckBlock(launch, check_token, lookahead.TakeBlock(first), count, failures);
       ChunkRows& rows = found[chunk];
       for (int k = 0; k < failing; ++k) {
         if (static_cast<int64_t>(rows.kept.size()) < keep) {

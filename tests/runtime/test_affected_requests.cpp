@@ -1,10 +1,10 @@
 // The quarantine matcher alone (src/runtime/affected_requests.h) over a CPU req_to_token: which
 // recorded rows a violation row touches, for the cases the fake engine cannot stage.
-#include "runtime/affected_requests.h"
-
 #include <gtest/gtest.h>
 
 #include <vector>
+
+#include "runtime/affected_requests.h"
 
 namespace kvcanary::runtime {
 namespace {

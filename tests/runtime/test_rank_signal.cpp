@@ -1,7 +1,5 @@
 // The all-reduced violation signal: a rank whose own records are clean
 // learns, one step late, that another rank saw a violation, and raises with it in raise mode.
-#include "kvcanary/runtime/rank_signal.h"
-
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -12,6 +10,7 @@
 
 #include "kvcanary/error.h"
 #include "kvcanary/runtime/canary_manager.h"
+#include "kvcanary/runtime/rank_signal.h"
 #include "runtime/fake_engine.h"
 #include "runtime/two_ranks.h"
 

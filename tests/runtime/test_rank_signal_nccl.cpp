@@ -40,7 +40,8 @@ bool RunOverNccl(Mode mode, RankOutcomes* outcomes) {
         std::unique_ptr<ViolationSignalReducer> reducer = MakeNcclReducer(comms[rank]);
         testing::RunRank(rank, mode, Device::CUDA(rank), reducer.get(), &(*outcomes)[rank]);
       },
-      std::chrono::seconds(120), [&] {
+      std::chrono::seconds(120),
+      [&] {
         for (ncclComm_t comm : comms) ncclCommAbort(comm);
       });
   if (finished) {
