@@ -100,6 +100,26 @@ TEST_F(PairedLaunch, PairedVerifyEqualsKThenV) {
   EXPECT_EQ(v_.kernel_run_counter[0], 1);
 }
 
+// With the shared ring nearly full, K's first rows take its last places and everything after them
+// (K's other rows, all of V's) only advances the write index, as two launches would.
+TEST_F(PairedLaunch, PairedVerifyIntoANearlyFullRingEqualsKThenV) {
+  const int32_t start = static_cast<int32_t>(k_.ring.shape()[0]) - 2;
+  separate.k_.write_index[0] = start;
+  k_.write_index[0] = start;
+  Verify(VerifyArgs{separate.k_.Context(kHeadK), separate.plan_.verify(), false});
+  const int32_t after_k = separate.k_.write_index[0];
+  Verify(VerifyArgs{separate.VContext(), separate.plan_.verify(), false});
+  ASSERT_GT(after_k - start, 2) << "K alone must overflow the ring";
+  ASSERT_GT(separate.k_.write_index[0], after_k) << "V must report rows too";
+
+  VerifyArgs paired{k_.Context(kHeadK), plan_.verify(), false};
+  paired.paired_context = VContext();
+  Verify(paired);
+
+  EXPECT_EQ(k_.write_index[0], separate.k_.write_index[0]);
+  EXPECT_EQ(k_.ring.values(), separate.k_.ring.values());
+}
+
 TEST_F(PairedLaunch, BadPairedContextRaisesBeforeEitherHalfIsWritten) {
   HostTensor<uint8_t> narrow({kSlots, 16});
   LaunchContext bad = VContext();
