@@ -14,15 +14,12 @@ void PlanOffsets(const PlanOffsetsParams& params);
 void PlanEntries(const PlanEntriesParams& params);
 void SwaTranslate(const SwaTranslateParams& params);
 void AdvancePhase(const AdvancePhaseParams& params);
-// The paired ops run their halves (a K context, and a V context when paired) in one call,
-// overloaded on their parameters so that ops/ runs any of them through one template
-// (RunPairedOp). The result is that of the halves run one after the other; the halves share every
-// parameter but their launch (ops/ builds both from one set of arguments), so a verify derives
-// each entry once and checks it against both.
-void RunHalves(const VerifyHalves& halves);
+// The paired ops run one half (one K or V context) per call, overloaded on their parameters so
+// that ops/ runs any of them through one template (RunPairedOp).
+void RunHalf(const VerifyParams& params);
 // Plan entries and verify in one pass: checks what PlanEntries + Verify would.
-void RunHalves(const FusedVerifyHalves& halves);
-void RunHalves(const WriteHalves& halves);
+void RunHalf(const FusedVerifyParams& params);
+void RunHalf(const WriteParams& params);
 void Scatter(const ScatterParams& params);
 
 }  // namespace kvcanary::cpu

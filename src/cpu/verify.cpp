@@ -2,7 +2,6 @@
 // derived from the plan inputs). Entries are checked in parallel chunks; each chunk keeps its rows
 // and the rows are recorded in entry order afterwards.
 #include <algorithm>
-#include <array>
 #include <vector>
 
 #include "core/real_kv.h"
@@ -27,31 +26,12 @@ namespace {
 constexpr int64_t kBurstLines = 16;
 constexpr int64_t kLookaheadSlots = 2 * kCheckBlockEntries;
 
-// The launches of one call's halves (K, then V when paired): the halves share every other
-// parameter (ops/ builds both from one set of arguments), so they check the same entries.
-struct HalfLaunches {
-  const LaunchParams* launch[kMaxHalves] = {};
-  int count = 0;
-};
-
-template <typename Params>
-HalfLaunches LaunchesOf(const Halves<Params>& halves) {
-  HalfLaunches launches;
-  for (int h = 0; h < halves.num_halves; ++h)
-    launches.launch[launches.count++] = &halves.half[h].launch;
-  return launches;
-}
-
-// The entries per block: the largest power of two <= kCheckBlockEntries whose lines (per entry
-// and half, a record and a strip per layer of each source) fit in a burst; at least 1.
-int64_t BlockEntriesFor(const HalfLaunches& launches) {
-  int64_t lines = 0;
-  for (int h = 0; h < launches.count; ++h) {
-    const RealKvParams& real_kv = launches.launch[h]->real_kv;
-    lines += 1;
-    for (int32_t i = 0; i < real_kv.num_sources; ++i) {
-      lines += std::min<int64_t>(real_kv.sources[i].num_layers, kBurstLines);
-    }
+// The entries per block for a launch: the largest power of two <= kCheckBlockEntries whose lines
+// (a record and a strip per layer of each source, per entry) fit in a burst; at least 1.
+int64_t BlockEntriesFor(const RealKvParams& real_kv) {
+  int64_t lines = 1;
+  for (int32_t i = 0; i < real_kv.num_sources; ++i) {
+    lines += std::min<int64_t>(real_kv.sources[i].num_layers, kBurstLines);
   }
   int64_t block = kCheckBlockEntries;
   while (block > 1 && block * lines > kBurstLines) block /= 2;
@@ -88,10 +68,10 @@ struct ChunkRows {
 template <typename Cursor>
 class Lookahead {
  public:
-  Lookahead(const HalfLaunches& launches, Cursor cursor, int64_t first, int64_t end)
-      : launches_(launches),
+  Lookahead(const LaunchParams& launch, Cursor cursor, int64_t first, int64_t end)
+      : launch_(launch),
         cursor_(cursor),
-        block_(BlockEntriesFor(launches)),
+        block_(BlockEntriesFor(launch.real_kv)),
         first_(first),
         end_(end),
         next_(first) {
@@ -110,16 +90,13 @@ class Lookahead {
   void DeriveBlock() {
     const int64_t block_first = next_;
     const int64_t block_end = std::min(end_, block_first + block_);
-    for (; next_ < block_end; ++next_) {
+    for (; next_ < block_end; ++next_)
       ring_[(next_ - first_) & (kLookaheadSlots - 1)] = cursor_.At(next_);
-    }
-    for (int h = 0; h < launches_.count; ++h) {
-      for (int64_t e = block_first; e < block_end; ++e) {
-        PrefetchEntry(*launches_.launch[h], ring_[(e - first_) & (kLookaheadSlots - 1)]);
-      }
+    for (int64_t e = block_first; e < block_end; ++e) {
+      PrefetchEntry(launch_, ring_[(e - first_) & (kLookaheadSlots - 1)]);
     }
   }
-  const HalfLaunches& launches_;
+  const LaunchParams& launch_;
   Cursor cursor_;
   int64_t block_;
   int64_t first_;
@@ -128,52 +105,40 @@ class Lookahead {
   VerifyEntry ring_[kLookaheadSlots];
 };
 
-// Counts each half's launch, then checks entries [0, n) of an enabled launch against every half.
-// make_cursor(first) gives an object whose At(e) returns entry e, asked for in increasing e from
-// `first`. Each half's rows are recorded after the previous half's, as K then V launched alone.
+// Counts the launch, then checks entries [0, n) of an enabled launch. make_cursor(first) gives an
+// object whose At(e) returns entry e, asked for in increasing e from `first`.
 template <typename MakeCursor>
-void CheckEntries(const HalfLaunches& launches, bool check_token, bool enabled, int64_t n,
+void CheckEntries(const LaunchParams& launch, bool check_token, bool enabled, int64_t n,
                   MakeCursor&& make_cursor) {
-  for (int h = 0; h < launches.count; ++h) {
-    const LaunchParams& launch = *launches.launch[h];
-    *launch.kernel_run_counter = WrapAdd(*launch.kernel_run_counter, 1);
-    if (enabled) *launch.slot_run_counter = WrapAdd(*launch.slot_run_counter, n);
-  }
+  *launch.kernel_run_counter = WrapAdd(*launch.kernel_run_counter, 1);
   if (!enabled) return;
+  *launch.slot_run_counter = WrapAdd(*launch.slot_run_counter, n);
   const int chunks = ChunkCount(n);
-  // A chunk's row i lands at write_index + (rows of earlier chunks and halves) + i, so only its
-  // first `keep` rows can reach the ring; the others are counted, not buffered: host memory stays
+  // A chunk's row i lands at write_index + (rows of earlier chunks) + i, so only its first
+  // `keep` rows can reach the ring; the others are counted, not buffered: host memory stays
   // bounded by the ring's capacity, not by the number of failing entries.
-  int64_t keep[kMaxHalves] = {};
-  for (int h = 0; h < launches.count; ++h) {
-    keep[h] =
-        std::max<int64_t>(0, launches.launch[h]->ring_capacity - *launches.launch[h]->write_index);
-  }
-  std::vector<std::array<ChunkRows, kMaxHalves>> found(chunks);
+  const int64_t keep = std::max<int64_t>(0, launch.ring_capacity - *launch.write_index);
+  std::vector<ChunkRows> found(chunks);
   ForEachChunk(n, chunks, [&](int chunk, int64_t begin, int64_t end) {
-    Lookahead lookahead(launches, make_cursor(begin), begin, end);
+    Lookahead lookahead(launch, make_cursor(begin), begin, end);
     BlockFailure failures[kCheckBlockEntries];
     for (int64_t first = begin; first < end; first += lookahead.block()) {
       const int count = static_cast<int>(std::min(lookahead.block(), end - first));
-      const VerifyEntry* block = lookahead.TakeBlock(first);
-      for (int h = 0; h < launches.count; ++h) {
-        const int failing = CheckBlock(*launches.launch[h], check_token, block, count, failures);
-        ChunkRows& rows = found[chunk][h];
-        for (int k = 0; k < failing; ++k) {
-          if (static_cast<int64_t>(rows.kept.size()) < keep[h]) {
-            rows.kept.push_back(failures[k].row);
-          } else {
-            rows.dropped += 1;
-          }
+      const int failing =
+          CheckBlock(launch, check_token, lookahead.TakeBlock(first), count, failures);
+      ChunkRows& rows = found[chunk];
+      for (int k = 0; k < failing; ++k) {
+        if (static_cast<int64_t>(rows.kept.size()) < keep) {
+          rows.kept.push_back(failures[k].row);
+        } else {
+          rows.dropped += 1;
         }
       }
     }
   });
-  for (int h = 0; h < launches.count; ++h) {
-    for (const auto& halves : found) {
-      RecordViolations(*launches.launch[h], halves[h].kept);
-      CountDroppedViolations(*launches.launch[h], halves[h].dropped);
-    }
+  for (const ChunkRows& rows : found) {
+    RecordViolations(launch, rows.kept);
+    CountDroppedViolations(launch, rows.dropped);
   }
 }
 
@@ -222,18 +187,16 @@ struct FusedCursor {
 
 }  // namespace
 
-void RunHalves(const VerifyHalves& halves) {
-  const VerifyParams& params = halves.half[0];
+void RunHalf(const VerifyParams& params) {
   const bool enabled = *params.enable != 0;
   const int64_t n = enabled ? ClampCount(*params.num_valid, params.capacity) : 0;  // D2
-  CheckEntries(LaunchesOf(halves), params.check_token, enabled, n,
+  CheckEntries(params.launch, params.check_token, enabled, n,
                [&](int64_t) { return PlannedCursor{&params}; });
 }
 
-void RunHalves(const FusedVerifyHalves& halves) {
-  const FusedVerifyParams& params = halves.half[0];
+void RunHalf(const FusedVerifyParams& params) {
   const int64_t n = FusedEntryCount(params);
-  CheckEntries(LaunchesOf(halves), params.check_token, *params.enable != 0, n,
+  CheckEntries(params.launch, params.check_token, *params.enable != 0, n,
                [&](int64_t first) { return FusedCursor(params, first < n ? first : n - 1); });
 }
 

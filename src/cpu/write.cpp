@@ -12,8 +12,6 @@
 
 namespace kvcanary::cpu {
 
-namespace {
-
 void RunHalf(const WriteParams& params) {
   const LaunchParams& launch = params.launch;
   const int64_t num_rows = ClampCount(*params.num_valid_reqs, params.capacity);  // D2
@@ -52,13 +50,6 @@ void RunHalf(const WriteParams& params) {
     }
   }
   *launch.slot_run_counter = WrapAdd(*launch.slot_run_counter, written);
-}
-
-}  // namespace
-
-// Each half writes its own records in turn: their chains are independent.
-void RunHalves(const WriteHalves& halves) {
-  for (int h = 0; h < halves.num_halves; ++h) RunHalf(halves.half[h]);
 }
 
 }  // namespace kvcanary::cpu

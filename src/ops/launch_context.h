@@ -72,8 +72,8 @@ void ValidateWithPair(const Args& args, Validate&& validate) {
 
 // A verify or write op after its checks: validates args with `validate` (both halves, see
 // ValidateWithPair), then runs it on canary_buf's backend over the halves args.context and its
-// pair (their parameters built by `params_of(args, context)`): cpu::RunHalves or
-// cuda::LaunchHalves once for both (on `stream`).
+// pair (their parameters built by `params_of(args, context)`): cpu::RunHalf once per half, or
+// cuda::LaunchHalves once for both on `stream`.
 template <typename Args, typename Validate, typename ParamsOf>
 void RunPairedOp(const Args& args, StreamHandle stream, Validate&& validate, ParamsOf&& params_of,
                  std::string_view op_name) {
@@ -86,7 +86,9 @@ void RunPairedOp(const Args& args, StreamHandle stream, Validate&& validate, Par
   }
   RunOnBackend(
       args.context.canary_buf, "canary_buf", op_name,
-      [&] { cpu::RunHalves(halves); },
+      [&] {
+        for (int h = 0; h < halves.num_halves; ++h) cpu::RunHalf(halves.half[h]);
+      },
       // Generic, so a build without the CUDA backend never instantiates (or links) the launch.
       [&](auto device) { return cuda::LaunchHalves(halves, device, stream); });
 }
