@@ -69,8 +69,8 @@ void AffectedRequestTracker::Record(RecordedForward forward) {
 }
 
 void AffectedRequestTracker::MatchGroup(const std::vector<ViolationRow>& rows, bool swa,
-                                        const TensorView& slot_table, std::vector<bool>& matched,
-                                        StreamHandle stream) {
+                                        std::vector<bool>& matched, StreamHandle stream) {
+  const TensorView& slot_table = slot_tables_[swa ? 1 : 0];
   // SWA rows name SWA slots, which only the SWA table leads to from the full slots.
   if (swa && !slot_table.defined()) return;
   std::unordered_map<int64_t, std::vector<size_t>> violations_of_slot;
@@ -105,8 +105,8 @@ std::vector<int64_t> AffectedRequestTracker::Match(const std::vector<ViolationRo
                                                    bool ring_overflow, StreamHandle stream) {
   touched_.clear();
   std::vector<bool> matched(rows.size(), false);
-  MatchGroup(rows, /*swa=*/false, full_slot_table_, matched, stream);
-  MatchGroup(rows, /*swa=*/true, swa_slot_table_, matched, stream);
+  MatchGroup(rows, /*swa=*/false, matched, stream);
+  MatchGroup(rows, /*swa=*/true, matched, stream);
   for (size_t v = 0; v < rows.size(); ++v) {
     // A HEAD/TAIL row came from a row of these batches, yet no table names its slot now (an entry
     // changed since the forward read it, or an SWA slot without the SWA table): every recorded

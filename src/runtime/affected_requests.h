@@ -39,20 +39,21 @@ class AffectedRequestTracker {
                              StreamHandle stream);
   // The pending requests, ascending by req_pool_idx; the list is then empty.
   std::vector<AffectedRequest> Take();
-  // The FULL group's slot table when its rows name slots of their own (a compressed group's
-  // full_to_compressed; absent otherwise): each table slot is then translated through it before
-  // matching, with the SwaTranslate op the plan's translation shares (0 = no slot in the group,
-  // never matched). The view must stay valid while rows are matched.
-  void SetFullSlotTable(const TensorView& full_to_group) { full_slot_table_ = full_to_group; }
-  // The SWA group's full_to_swa table: SWA rows name SWA slots, matched through it the same way;
-  // without it an SWA row matches no table and takes every recorded row.
-  void SetSwaSlotTable(const TensorView& full_to_swa) { swa_slot_table_ = full_to_swa; }
+  // The slot table of the FULL group (swa_group false: a compressed group's full_to_compressed)
+  // or of the SWA group (full_to_swa), whose rows name slots of their own: each table slot is then
+  // translated through it before matching, with the SwaTranslate op the plan's translation shares
+  // (0 = no slot in the group, never matched). Without one, a FULL row matches the table's slots
+  // as they are and an SWA row matches nothing (so it takes every recorded row). The view must
+  // stay valid while rows are matched.
+  void SetSlotTable(bool swa_group, const TensorView& full_to_group) {
+    slot_tables_[swa_group ? 1 : 0] = full_to_group;
+  }
 
  private:
   // Adds every row whose table holds the slot of a row of one group (FULL or SWA), translated
-  // through `slot_table` when it is defined; marks the rows matched.
-  void MatchGroup(const std::vector<ViolationRow>& rows, bool swa, const TensorView& slot_table,
-                  std::vector<bool>& matched, StreamHandle stream);
+  // through the group's slot table when it has one; marks the rows matched.
+  void MatchGroup(const std::vector<ViolationRow>& rows, bool swa, std::vector<bool>& matched,
+                  StreamHandle stream);
   // Adds `violation` to the recorded row `row` of forward `forward`, with the table's `slot` at
   // `position` (a full-pool slot: for a compressed group, the one whose entry names the row's).
   void Add(const RecordedForward& forward, size_t row, const ViolationRow& violation, int64_t slot,
@@ -63,8 +64,7 @@ class AffectedRequestTracker {
   std::deque<RecordedForward> history_;
   std::map<int64_t, AffectedRequest> pending_;
   std::vector<int64_t> touched_;  // req_pool_idx added to by the current Match
-  TensorView full_slot_table_;
-  TensorView swa_slot_table_;
+  TensorView slot_tables_[2];     // FULL, SWA
 };
 
 }  // namespace kvcanary::runtime

@@ -152,15 +152,13 @@ CanaryManager::Impl::Impl(const Config& config, const InstallArgs& args)
   state_.chain_assert_flag = DeviceBuffer(device_, 4);
   const auto compressed = std::find_if(groups_.begin(), groups_.end(),
                                        [](const GroupState& g) { return IsCompressed(g.spec); });
-  if (compressed != groups_.end()) {
-    state_.chain_assert_off = DeviceBuffer(device_, 4);  // stays 0
-    // Its rows name compressed slots: quarantine reads them through its table, as the plan does.
-    affected_.SetFullSlotTable(SlotTable(compressed->spec));
+  if (compressed != groups_.end()) state_.chain_assert_off = DeviceBuffer(device_, 4);  // stays 0
+  // An SWA or compressed group's rows name slots of its own: quarantine reads them through the
+  // group's slot table, as the plan does.
+  for (const GroupState& group : groups_) {
+    const TensorView table = SlotTable(group.spec);
+    if (table.defined()) affected_.SetSlotTable(group.spec.kind == GroupKind::kSwa, table);
   }
-  const auto swa = std::find_if(groups_.begin(), groups_.end(),
-                                [](const GroupState& g) { return g.spec.kind == GroupKind::kSwa; });
-  // SWA rows name SWA slots: quarantine reads them through full_to_swa, as the plan does.
-  if (swa != groups_.end()) affected_.SetSwaSlotTable(SlotTable(swa->spec));
   if (config.enable_verify_token_assert) {
     token_pool_width_ = width;
     state_.expected_token_pool = DeviceBuffer(

@@ -94,7 +94,8 @@ TEST(AffectedRequests, TheSwaTableNamesOnlyTheRequestsHoldingTheSwaSlot) {
     for (int64_t p = 2; p < 4; ++p) lut[10 * r + p] = 100 + 10 * r + p;
   }
   AffectedRequestTracker tracker;
-  tracker.SetSwaSlotTable(
+  tracker.SetSlotTable(
+      /*swa_group=*/true,
       TensorView(lut.data(), DType::kInt64, Device::CPU(), {static_cast<int64_t>(lut.size())}));
   tracker.Record(Forward(table, 0, {1, 2, 3}, {4, 4, 4}));
   // SWA slot 123 is request 2's position 3 (full slot 23). FULL rows still match untranslated:
@@ -149,7 +150,8 @@ TEST(AffectedRequests, ASlotTableTranslatesTheTableBeforeMatching) {
     for (int64_t p = 3; p < kWidth; p += 4) lut[10 * r + p] = 10 * r + p / 4;
   }
   AffectedRequestTracker tracker;
-  tracker.SetFullSlotTable(
+  tracker.SetSlotTable(
+      /*swa_group=*/false,
       TensorView(lut.data(), DType::kInt64, Device::CPU(), {static_cast<int64_t>(lut.size())}));
   tracker.Record(Forward(table, 2, {1, 2, 3}, {8, 8, 8}));
   // Compressed slot 21 is closed by request 2's position 7 (full slot 27); full slot 21 is
