@@ -76,10 +76,6 @@ KVC_HOST_DEVICE VerifyEntry PlannedEntry(const VerifyParams& p, int64_t e) {
                      p.check_token ? p.expected_tokens[e] : -1};
 }
 
-KVC_HOST_DEVICE int64_t CheckVerifyEntry(const VerifyParams& p, int64_t e, ViolationRow* row) {
-  return CheckEntry(p.launch, p.check_token, PlannedEntry(p, e), row);
-}
-
 // The entries the fused verify checks: [0, n) with n as verify reads it from a plan stage 1
 // wrote (none when disabled; none for an empty batch).
 KVC_HOST_DEVICE int64_t FusedEntryCount(const FusedVerifyParams& p) {

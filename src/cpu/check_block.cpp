@@ -65,8 +65,9 @@ void FingerprintLanes(const RealKvParams& real_kv, const VerifyEntry* entries, c
   for (int32_t s = 0; s < real_kv.num_sources; ++s) {
     const RealKvSourceParams& source = real_kv.sources[s];
     int64_t offsets[kCheckBlockEntries];
-    for (int i = 0; i < count; ++i)
+    for (int i = 0; i < count; ++i) {
       offsets[i] = checked[i] ? StripOffset(source, entries[i].slot) : -1;
+    }
     for (int64_t layer = 0; layer < source.num_layers; ++layer) {
       const uint8_t* base = LayerBase(source, layer);
       L acc;

@@ -50,7 +50,7 @@ inline void PrefetchRealKv(const RealKvParams& real_kv, int64_t slot) {
   }
 }
 
-// Asks for the record and strips CheckEntry will read for `entry` (a hint only; results cannot
+// Asks for the record and strips CheckBlock will read for `entry` (a hint only; results cannot
 // change). The predecessor's record is the previous entry's but for a row's first entry.
 inline void PrefetchEntry(const LaunchParams& launch, const VerifyEntry& entry) {
   if (!IsCheckedSlot(launch, entry.slot)) return;
@@ -90,8 +90,9 @@ class Lookahead {
   void DeriveBlock() {
     const int64_t block_first = next_;
     const int64_t block_end = std::min(end_, block_first + block_);
-    for (; next_ < block_end; ++next_)
+    for (; next_ < block_end; ++next_) {
       ring_[(next_ - first_) & (kLookaheadSlots - 1)] = cursor_.At(next_);
+    }
     for (int64_t e = block_first; e < block_end; ++e) {
       PrefetchEntry(launch_, ring_[(e - first_) & (kLookaheadSlots - 1)]);
     }
