@@ -169,10 +169,11 @@ Args PairedLaunch(const std::array<Args, 4>& args, int k) {
 }  // namespace
 
 void RunStep(const InputSet& set, StreamHandle stream) {
-  Plan(set.offsets_plan_args, stream);
-  for (int k = 0; k < 4; k += 2) {
-    FusedVerify(PairedLaunch(set.fused_verify_args, k), stream);
-    Write(PairedLaunch(set.write_args, k), stream);
+  for (int k = 0; k < 4; k += 2) {  // HEAD (with the plan), then TAIL
+    FusedStage({.plan = k == 0 ? std::optional<PlanArgs>(set.offsets_plan_args) : std::nullopt,
+                .verify = PairedLaunch(set.fused_verify_args, k),
+                .write = PairedLaunch(set.write_args, k)},
+               stream);
   }
 }
 

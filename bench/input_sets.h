@@ -64,8 +64,8 @@ std::vector<InputSet> MakeInputSets(const Pool& pool, const CaseLayout& layout, 
 
 void BindMode(std::vector<InputSet>& sets, const Pool& pool, RealData mode);
 
-// One canary step as the runtime runs it : the offsets-only
-// plan, then fused verify and write for HEAD and for TAIL, each a paired K/V launch.
+// One canary step as the runtime runs it: a FusedStage for HEAD (the offsets-only plan, fused
+// verify and write) and one for TAIL (fused verify and write), each over the K/V pair.
 void RunStep(const InputSet& set, StreamHandle stream);
 
 // The same step through the plan arrays: the full plan, then Verify of its entries.

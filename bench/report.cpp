@@ -59,7 +59,7 @@ void PrintCallCosts(std::ostream& out, const std::vector<CallCost>& costs) {
 }
 
 // A step's limit: its four verifies' gathers (records only at HEAD, this mode's at TAIL) and the
-// launch floor of its five launches; 0 when nothing was gathered.
+// launch floor of its kStepLaunches launches; 0 when nothing was gathered.
 double StepLimitUs(const CaseResult& r, const BenchResults& results) {
   if (r.gather.reps == 0) return 0;
   return 2 * r.gather_records.median_us + 2 * r.gather.median_us +
@@ -72,13 +72,13 @@ void PrintLimits(std::ostream& out, const BenchResults& results) {
          "record each, and one random 16-byte strip in partial, indices read in order; the best "
          "of several grids); launch floor = a graph of empty kernels";
   if (results.launch_floor_one.reps > 0) {
-    out << ": one " << Time(results.launch_floor_one) << " µs, five (a step's launches) "
-        << Time(results.launch_floor_step) << " µs";
+    out << ": one " << Time(results.launch_floor_one) << " µs, " << kStepLaunches
+        << " (a step's launches) " << Time(results.launch_floor_step) << " µs";
   } else {
     out << " (none on the CPU)";
   }
   out << "; step limit = 2 x gather of records (HEAD K, V) + 2 x gather (TAIL K, V) + the "
-         "five-launch floor.\n\n";
+      << kStepLaunches << "-launch floor.\n\n";
   out << "| case | real KV | gather µs | verify / gather | fused verify / gather | step limit µs | "
          "step / limit |\n";
   out << "|---|---|--:|--:|--:|--:|--:|\n";
@@ -136,8 +136,9 @@ void PrintTable(std::ostream& out, const BenchResults& results) {
       << FusedVerifyBytes(1, kCheckVerifyExpectedToken, layers)
       << " fused (a req_to_token cell instead of a plan entry), per token " << WriteBytes(1, 0)
       << " / " << WriteBytes(1, layers)
-      << ". step = the runtime's step: offsets plan + fused verify and write for HEAD and TAIL, "
-         "each a paired K/V launch (one graph replay on CUDA); step floor = its counted bytes "
+      << ". step = the runtime's step: a FusedStage for HEAD (offsets plan, fused verify, write) "
+         "and one for TAIL (fused verify, write), each over the K/V pair and on CUDA one "
+         "cooperative launch (one graph replay); step floor = its counted bytes "
          "over the ceiling; planned step = the same with the full plan and Verify. chain "
          "floor = one thread stepping the chain hash once per written token (one-request "
          "prefills only): no write of those tokens can be faster. loaded chain = the same "

@@ -154,7 +154,7 @@ BenchResults RunSuite(BenchDevice& device, const Suite& suite, const RunOptions&
   results.call_costs = MeasureCallCosts(device, pool, suite, rng, results.reps);
   progress("launch floor");
   results.launch_floor_one = device.TimeLaunchFloor(results.reps, 1);
-  results.launch_floor_step = device.TimeLaunchFloor(results.reps, 5);
+  results.launch_floor_step = device.TimeLaunchFloor(results.reps, kStepLaunches);
   progress("random slots for the gather ceiling");
   const GatherSlots gather_slots(pool, suite, rng);
 

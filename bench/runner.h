@@ -38,12 +38,15 @@ struct CaseResult {
   double step_floor_us = 0;  // step_bytes over the ceiling
   // The random-gather ceiling of verify_entries entries: records only, and with this mode's
   // strips (equal in `none`). A step's limit: 2 x gather_records (HEAD K and V) + 2 x gather
-  // (TAIL K and V) + the launch floor of its five launches.
+  // (TAIL K and V) + the launch floor of its kStepLaunches launches.
   TimingStats gather_records;
   TimingStats gather;
   TimingStats chain_floor;   // one-request cases: the serial floor of the write (reps = 0: none)
   TimingStats loaded_chain;  // the same chain over tokens read from memory
 };
+
+// Launches of the runtime's step on CUDA: a FusedStage each for HEAD (with the plan) and TAIL.
+inline constexpr int kStepLaunches = 2;
 
 struct BenchResults {
   std::string machine;
@@ -52,7 +55,7 @@ struct BenchResults {
   int reps = 0;
   int warmup = 0;
   Ceiling ceiling;
-  // Graphs of one and of five empty kernels (a step's launches); reps 0 on the CPU.
+  // Graphs of one and of kStepLaunches empty kernels (a step's launches); reps 0 on the CPU.
   TimingStats launch_floor_one;
   TimingStats launch_floor_step;
   std::vector<CallCost> call_costs;  // host µs per call of each op, on a one-token call

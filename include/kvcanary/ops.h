@@ -3,6 +3,7 @@
 #pragma once
 
 #include "kvcanary/context.h"
+#include "kvcanary/fused_stage.h"
 #include "kvcanary/fused_verify.h"
 #include "kvcanary/plan.h"
 #include "kvcanary/scatter.h"

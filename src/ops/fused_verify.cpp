@@ -5,6 +5,7 @@
 #include "kvcanary/error.h"
 #include "kvcanary/format.h"
 #include "ops/launch_context.h"
+#include "ops/op_parts.h"
 #include "ops/plan_inputs.h"
 #include "ops/plan_outputs.h"
 
@@ -44,7 +45,9 @@ void CheckBlocksTilePool(const FusedVerifyArgs& a) {
   }
 }
 
-void Validate(const FusedVerifyArgs& a) {
+}  // namespace
+
+void ValidateFusedVerify(const FusedVerifyArgs& a) {
   const int64_t bs = a.inputs.req_pool_indices.length();
   sig::SpecList table = {CanaryBufSpec(a.context, /*written=*/false)};
   table.Add(RingSpecs(a.context));
@@ -63,7 +66,7 @@ void Validate(const FusedVerifyArgs& a) {
       });
 }
 
-FusedVerifyParams ParamsOf(const FusedVerifyArgs& a, const LaunchContext& context) {
+FusedVerifyParams FusedVerifyParamsOf(const FusedVerifyArgs& a, const LaunchContext& context) {
   PlanInputParams in = InputParamsOf(a.inputs);
   in.extend_seq_lens = nullptr;  // not read: the offsets already hold the counts
   return FusedVerifyParams{.launch = LaunchParamsOf(context),
@@ -75,10 +78,8 @@ FusedVerifyParams ParamsOf(const FusedVerifyArgs& a, const LaunchContext& contex
                            .check_token = a.check_verify_expected_token};
 }
 
-}  // namespace
-
 void FusedVerify(const FusedVerifyArgs& args, StreamHandle stream) {
-  RunPairedOp(args, stream, Validate, ParamsOf, "fused_verify");
+  RunPairedOp(args, stream, ValidateFusedVerify, FusedVerifyParamsOf, "fused_verify");
 }
 
 }  // namespace kvcanary

@@ -70,6 +70,18 @@ void ValidateWithPair(const Args& args, Validate&& validate) {
   CheckPairIsDistinct(args.context, *args.paired_context);
 }
 
+// The halves of a paired op: params_of(args, context), then of its pair when it has one.
+template <typename Args, typename ParamsOf>
+auto HalvesOf(const Args& args, ParamsOf&& params_of) {
+  Halves<decltype(params_of(args, args.context))> halves;
+  halves.half[0] = params_of(args, args.context);
+  if (args.paired_context.has_value()) {
+    halves.half[1] = params_of(args, *args.paired_context);
+    halves.num_halves = 2;
+  }
+  return halves;
+}
+
 // A verify or write op after its checks: validates args with `validate` (both halves, see
 // ValidateWithPair), then runs it on canary_buf's backend over the halves args.context and its
 // pair (their parameters built by `params_of(args, context)`): cpu::RunHalf once per half, or
@@ -78,12 +90,7 @@ template <typename Args, typename Validate, typename ParamsOf>
 void RunPairedOp(const Args& args, StreamHandle stream, Validate&& validate, ParamsOf&& params_of,
                  std::string_view op_name) {
   ValidateWithPair(args, validate);
-  Halves<decltype(params_of(args, args.context))> halves;
-  halves.half[0] = params_of(args, args.context);
-  if (args.paired_context.has_value()) {
-    halves.half[1] = params_of(args, *args.paired_context);
-    halves.num_halves = 2;
-  }
+  const auto halves = HalvesOf(args, params_of);
   RunOnBackend(
       args.context.canary_buf, "canary_buf", op_name,
       [&] {

@@ -6,16 +6,18 @@
 #include "kvcanary/error.h"
 #include "kvcanary/format.h"
 #include "ops/dispatch.h"
+#include "ops/op_parts.h"
 #include "ops/plan_inputs.h"
 #include "ops/plan_outputs.h"
 
 namespace kvcanary {
-namespace {
 
 bool IsOffsetsOnly(const VerifyPlanView& v) {
   return !v.verify_slot_indices.defined() && !v.verify_expected_tokens.defined() &&
          !v.verify_expected_positions.defined() && !v.verify_prev_slot_indices.defined();
 }
+
+namespace {
 
 // The table of one call, and its parts in the order the checks visit them.
 struct PlanTables {
@@ -71,7 +73,9 @@ void CheckScalars(const PlanArgs& a, bool offsets_only) {
   RequireValidLensForPool(a.inputs, "launch_plan_entries_kernel");
 }
 
-void Validate(const PlanArgs& a) {
+}  // namespace
+
+void ValidatePlan(const PlanArgs& a) {
   const bool offsets_only = IsOffsetsOnly(a.verify_plan_out);
   PlanTables t;
   BuildTables(a, t);
@@ -92,7 +96,16 @@ void Validate(const PlanArgs& a) {
                       t.all);  // P10
 }
 
-}  // namespace
+PlanParams PlanParamsOf(const PlanArgs& args) {
+  PlanParams params;
+  params.in = InputParamsOf(args.inputs);
+  params.verify = VerifyPlanOutParamsOf(args.verify_plan_out, args.verify_capacity);
+  params.write = WritePlanOutParamsOf(args.write_plan_out);
+  params.scratch = args.verify_offsets_scratch.defined()
+                       ? args.verify_offsets_scratch.data_as<int64_t>()
+                       : nullptr;
+  return params;
+}
 
 int64_t VerifyPlanAllocationBytes(int64_t verify_capacity) {
   if (verify_capacity <= 0) {
@@ -112,15 +125,9 @@ int64_t WritePlanAllocationBytes(int64_t write_req_capacity) {
 }
 
 void Plan(const PlanArgs& args, StreamHandle stream) {
-  Validate(args);
+  ValidatePlan(args);
   const VerifyPlanView& v = args.verify_plan_out;
-  PlanParams params;
-  params.in = InputParamsOf(args.inputs);
-  params.verify = VerifyPlanOutParamsOf(v, args.verify_capacity);
-  params.write = WritePlanOutParamsOf(args.write_plan_out);
-  params.scratch = args.verify_offsets_scratch.defined()
-                       ? args.verify_offsets_scratch.data_as<int64_t>()
-                       : nullptr;
+  const PlanParams params = PlanParamsOf(args);
   const bool offsets_only = IsOffsetsOnly(v);
   RunOnBackend(
       offsets_only ? v.verify_num_valid : v.verify_slot_indices,

@@ -4,6 +4,7 @@
 
 #include "kvcanary/error.h"
 #include "ops/launch_context.h"
+#include "ops/op_parts.h"
 #include "ops/plan_outputs.h"
 
 namespace kvcanary {
@@ -35,7 +36,9 @@ void CheckWriteOffsetsLength(const WritePlanView& plan) {
   }
 }
 
-void Validate(const WriteArgs& a) {
+}  // namespace
+
+void ValidateWrite(const WriteArgs& a) {
   const LaunchContext& c = a.context;
   const int64_t num_tokens = a.input_ids.length();
   const auto token_row = [&](const TensorView& view, std::string_view name) {
@@ -55,7 +58,7 @@ void Validate(const WriteArgs& a) {
       [&] { CheckWriteOffsetsLength(a.plan); });
 }
 
-WriteParams ParamsOf(const WriteArgs& args, const LaunchContext& context) {
+WriteParams WriteParamsOf(const WriteArgs& args, const LaunchContext& context) {
   WriteParams params;
   params.launch = LaunchParamsOf(context);
   params.offsets = args.plan.write_offsets.data_as<const int64_t>();
@@ -76,10 +79,8 @@ WriteParams ParamsOf(const WriteArgs& args, const LaunchContext& context) {
   return params;
 }
 
-}  // namespace
-
 void Write(const WriteArgs& args, StreamHandle stream) {
-  RunPairedOp(args, stream, Validate, ParamsOf, "canary_write");
+  RunPairedOp(args, stream, ValidateWrite, WriteParamsOf, "canary_write");
 }
 
 }  // namespace kvcanary

@@ -202,7 +202,8 @@ void CanaryManager::Impl::PreForward(int inner) {
   Jitter(JitterPoint::kPreHead);
   const ForwardBatch& batch = forward.batch;
   for (size_t g = 0; g < groups_.size(); ++g) {
-    Plan(PlanArgsOf(forward, g, 0, batch.batch_size), stream_);
+    // The fused path plans inside the HEAD stage: one launch less.
+    if (!verify_path_->PlansInStage()) Plan(PlanArgsOf(forward, g, 0, batch.batch_size), stream_);
     const TensorView slot_table = SlotTable(groups_[g].spec);
     if (slot_table.defined()) {
       // A token without a slot in the group (0) is written to the padding slot, never verified.
@@ -260,9 +261,6 @@ void CanaryManager::Impl::LaunchEndpoints(int inner, Stage stage) {
   const ForwardBatch& batch = forward.batch;
   for (size_t g = 0; g < groups_.size(); ++g) {
     const ForwardState::PerGroup& per_group = forward.groups[g];
-    // An overflowed plan-array step has enable = 0 here: its rows are verified in ranges.
-    verify_path_->Verify(PlanArgsOf(forward, g, 0, batch.batch_size), ContextOf(g, stage, Half::kK),
-                         PairedContextOf(g, stage), config_.enable_verify_token_assert, stream_);
     WriteArgs write;
     write.context = ContextOf(g, stage, Half::kK);
     write.plan = per_group.write_plan;
@@ -278,7 +276,11 @@ void CanaryManager::Impl::LaunchEndpoints(int inner, Stage stage) {
           forward.expected_positions.View(DType::kInt64, {batch.num_tokens});
     }
     write.paired_context = PairedContextOf(g, stage);
-    Write(write, stream_);
+    // An overflowed plan-array step has enable = 0 here: its rows are verified in ranges.
+    const bool run_plan = stage == Stage::kHead && verify_path_->PlansInStage();
+    verify_path_->RunStage(PlanArgsOf(forward, g, 0, batch.batch_size), run_plan,
+                           ContextOf(g, stage, Half::kK), PairedContextOf(g, stage),
+                           config_.enable_verify_token_assert, write, stream_);
   }
 }
 

@@ -7,7 +7,8 @@
 //   PlannedVerifyPath  SGLang's plan arrays: Plan writes every entry, Verify reads them; a step
 //                      with more entries than the capacity is verified in row ranges.
 //   FusedVerifyPath    an offsets-only plan and FusedVerify: no per-entry array, no overflow
-//                      (the default, Config::fused_verify).
+//                      (the default, Config::fused_verify); each stage is one FusedStage (on
+//                      CUDA one launch), the plan inside HEAD's.
 #pragma once
 
 #include <cstdint>
@@ -55,11 +56,15 @@ class VerifyPath {
   virtual int64_t BytesPerEntry(const WorkspaceShape& shape) const = 0;
   virtual int64_t MaxVerifyCapacity(int64_t floor) const = 0;
 
-  // HEAD or TAIL verify of one group: `plan` is the forward's plan for it (inputs, outputs,
-  // scratch and capacity as PlanArgsOf built them, already run).
-  virtual void Verify(const PlanArgs& plan, const LaunchContext& context,
-                      const std::optional<LaunchContext>& paired_context, bool check_token,
-                      StreamHandle stream) const = 0;
+  // Whether a forward's plan runs inside its HEAD stage (RunStage with run_plan) instead of as a
+  // launch of its own before it.
+  virtual bool PlansInStage() const = 0;
+  // HEAD or TAIL of one group: the verify of the forward's plan `plan` for it (inputs, outputs,
+  // scratch and capacity as PlanArgsOf built them), then `write`; with `run_plan` (HEAD, when
+  // PlansInStage) the plan itself first, otherwise it already ran.
+  virtual void RunStage(const PlanArgs& plan, bool run_plan, const LaunchContext& context,
+                        const std::optional<LaunchContext>& paired_context, bool check_token,
+                        const WriteArgs& write, StreamHandle stream) const = 0;
 };
 
 std::unique_ptr<VerifyPath> MakePlannedVerifyPath();

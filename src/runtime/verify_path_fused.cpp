@@ -48,9 +48,11 @@ class FusedVerifyPath final : public VerifyPath {
     return std::max(floor, kSweepChunkEntries);
   }
 
-  void Verify(const PlanArgs& plan, const LaunchContext& context,
-              const std::optional<LaunchContext>& paired_context, bool check_token,
-              StreamHandle stream) const override {
+  bool PlansInStage() const override { return true; }
+
+  void RunStage(const PlanArgs& plan, bool run_plan, const LaunchContext& context,
+                const std::optional<LaunchContext>& paired_context, bool check_token,
+                const WriteArgs& write, StreamHandle stream) const override {
     FusedVerifyArgs verify{.context = context,
                            .paired_context = paired_context,
                            .check_verify_expected_token = check_token,
@@ -59,7 +61,10 @@ class FusedVerifyPath final : public VerifyPath {
                            .verify_num_valid = plan.verify_plan_out.verify_num_valid,
                            .verify_enable = plan.verify_plan_out.enable,
                            .verify_capacity = plan.verify_capacity};
-    FusedVerify(verify, stream);
+    FusedStage({.plan = run_plan ? std::optional<PlanArgs>(plan) : std::nullopt,
+                .verify = verify,
+                .write = write},
+               stream);
   }
 };
 

@@ -24,15 +24,19 @@ class PlannedVerifyPath final : public VerifyPath {
   }
   int64_t MaxVerifyCapacity(int64_t) const override { return INT64_MAX; }
 
-  void Verify(const PlanArgs& plan, const LaunchContext& context,
-              const std::optional<LaunchContext>& paired_context, bool check_token,
-              StreamHandle stream) const override {
+  bool PlansInStage() const override { return false; }
+
+  void RunStage(const PlanArgs& plan, bool run_plan, const LaunchContext& context,
+                const std::optional<LaunchContext>& paired_context, bool check_token,
+                const WriteArgs& write, StreamHandle stream) const override {
+    if (run_plan) Plan(plan, stream);
     VerifyArgs verify;
     verify.context = context;
     verify.plan = plan.verify_plan_out;
     verify.check_verify_expected_token = check_token;
     verify.paired_context = paired_context;
     kvcanary::Verify(verify, stream);
+    Write(write, stream);
   }
 };
 

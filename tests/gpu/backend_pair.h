@@ -182,6 +182,12 @@ struct BackendStep {
     a.check_verify_expected_token = inputs.check_token;
     return a;
   }
+  // A fused stage: HEAD (with_plan: the offsets-only plan first) or TAIL, then the write.
+  FusedStageArgs FusedStageArgsOf(bool with_plan) const {
+    return {.plan = with_plan ? std::optional<PlanArgs>(OffsetsOnlyPlanArgsOf()) : std::nullopt,
+            .verify = FusedVerifyArgsOf(),
+            .write = WriteArgsOf()};
+  }
   VerifyArgs VerifyArgsOf() const {
     VerifyArgs a;
     a.context = Context();

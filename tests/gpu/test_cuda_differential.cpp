@@ -81,6 +81,22 @@ void RunFusedVerify(const StepInputs& in) {
   SameStatesWithinTheRing(cpu, cuda, "fused verify");
 }
 
+// A forward's HEAD as one FusedStage (plan, fused verify, write; on CUDA one cooperative launch)
+// and its TAIL as another (fused verify, write), on both backends from the same inputs.
+void RunFusedStages(const StepInputs& in) {
+  CpuStep cpu(in);
+  CudaStep cuda(in);
+  if (in.lut.has_value()) {
+    OnBoth(cpu, cuda, [](const auto& step) { SwaTranslate(step.TranslateArgsOf()); });
+  }
+  OnBoth(cpu, cuda, [](const auto& step) { FusedStage(step.FusedStageArgsOf(true)); });
+  testing::ExpectSamePlan(cpu.plan, cuda.plan.ToHost(), "HEAD stage's plan");
+  testing::ExpectSameTensor(cpu.fused_scratch, cuda.fused_scratch.ToHost(), "offsets scratch");
+  if (!SameStatesWithinTheRing(cpu, cuda, "HEAD stage")) return;
+  OnBoth(cpu, cuda, [](const auto& step) { FusedStage(step.FusedStageArgsOf(false)); });
+  SameStatesWithinTheRing(cpu, cuda, "TAIL stage");
+}
+
 class CudaDifferentialSweep : public testing::DeviceTest,
                               public ::testing::WithParamInterface<SweepCase> {};
 
@@ -92,6 +108,11 @@ TEST_P(CudaDifferentialSweep, PlanVerifyWriteMatchTheCpu) {
 TEST_P(CudaDifferentialSweep, FusedVerifyMatchesTheCpu) {
   SCOPED_TRACE(testing::Describe(GetParam()));
   RunFusedVerify(testing::MakeStep(GetParam()));
+}
+
+TEST_P(CudaDifferentialSweep, FusedStagesMatchTheCpu) {
+  SCOPED_TRACE(testing::Describe(GetParam()));
+  RunFusedStages(testing::MakeStep(GetParam()));
 }
 
 INSTANTIATE_TEST_SUITE_P(Sweep, CudaDifferentialSweep, ::testing::ValuesIn(testing::SweepCases()),
@@ -157,6 +178,24 @@ TEST_F(CudaDifferential, CanaryStride33StoresRecordWordsByteWise) {
   SCOPED_TRACE(testing::Describe(c));
   RunStep(testing::MakeStep(c));
   RunFusedVerify(testing::MakeStep(c));
+}
+
+// A faulty batch whose every write lands on a slot another row's verify reads (the first prefix
+// slot of the next row): the one-launch stage's verify must still see the records from before
+// the write, as the CPU's verify-then-write does.
+TEST_F(CudaDifferential, AStageWritingVerifiedSlotsMatchesTheCpu) {
+  const SweepCase c{
+      .name = "WritesOnVerified", .seed = 0xA11A5, .bs = 64, .prefixes = {16, 64}, .extends = {1}};
+  SCOPED_TRACE(testing::Describe(c));
+  StepInputs in = testing::MakeStep(c);
+  const int64_t bs = in.req_pool_indices.shape()[0];
+  const int64_t width = in.req_to_token.shape()[1];
+  ASSERT_EQ(in.out_cache_loc.shape()[0], bs) << "one token per row";
+  for (int64_t r = 0; r < bs; ++r) {
+    const int64_t next_row = in.req_pool_indices[(r + 1) % bs];
+    in.out_cache_loc.values()[r] = in.req_to_token.values()[next_row * width];
+  }
+  RunFusedStages(in);
 }
 
 // launch_plan_offsets_kernel then launch_plan_entries_kernel on the sweep's cases that

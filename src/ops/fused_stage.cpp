@@ -1,0 +1,48 @@
+// FusedStage: its parts' checks (the same code as Plan, FusedVerify and Write run), the checks of
+// the whole, and dispatch.
+#include "kvcanary/fused_stage.h"
+
+#include "cpu/backend.h"
+#include "kvcanary/error.h"
+#include "ops/check.h"
+#include "ops/launch_context.h"
+#include "ops/op_parts.h"
+
+namespace kvcanary {
+namespace {
+
+void Validate(const FusedStageArgs& a) {
+  if (a.plan.has_value()) {
+    if (!IsOffsetsOnly(a.plan->verify_plan_out)) {
+      ThrowError(
+          "kv-canary: fused_stage plan must be offsets-only (no verify entry arrays: the stage's "
+          "verify derives its entries), got verify_plan_out with entry arrays");
+    }
+    ValidatePlan(*a.plan);
+  }
+  ValidateWithPair(a.verify, ValidateFusedVerify);
+  ValidateWithPair(a.write, ValidateWrite);
+  // One launch reads and writes all three parts' memory: they must share a device.
+  const TensorView no_plan;
+  check::SameDevice(a.verify.context.canary_buf, "verify.context.canary_buf",
+                    {{&a.write.context.canary_buf, "write.context.canary_buf"},
+                     {a.plan.has_value() ? &a.plan->verify_plan_out.verify_num_valid : &no_plan,
+                      "plan.verify_plan_out.verify_num_valid"}});
+}
+
+}  // namespace
+
+void FusedStage(const FusedStageArgs& args, StreamHandle stream) {
+  Validate(args);
+  StageParams params;
+  params.has_plan = args.plan.has_value();
+  if (params.has_plan) params.plan = PlanParamsOf(*args.plan);
+  params.verify = HalvesOf(args.verify, FusedVerifyParamsOf);
+  params.write = HalvesOf(args.write, WriteParamsOf);
+  RunOnBackend(
+      args.verify.context.canary_buf, "verify.context.canary_buf", "fused_stage",
+      [&] { cpu::RunStage(params); },
+      [&](auto device) { return cuda::RunStage(params, device, stream); });
+}
+
+}  // namespace kvcanary

@@ -1,0 +1,24 @@
+// The checks and backend parameters of the ops FusedStage is made of, each defined beside its op
+// (ops/plan.cpp, ops/fused_verify.cpp, ops/write.cpp), so a stage checks its parts with exactly
+// the code the separate ops run.
+#pragma once
+
+#include "core/params.h"
+#include "kvcanary/fused_verify.h"
+#include "kvcanary/plan.h"
+#include "kvcanary/write.h"
+
+namespace kvcanary {
+
+// Plan: rows P1-P10 of docs/validation.md; whether a plan has no entry arrays; its parameters.
+void ValidatePlan(const PlanArgs& args);
+bool IsOffsetsOnly(const VerifyPlanView& plan);
+PlanParams PlanParamsOf(const PlanArgs& args);
+
+// FusedVerify and Write, one half (args.context; the pair is checked by ValidateWithPair).
+void ValidateFusedVerify(const FusedVerifyArgs& args);
+FusedVerifyParams FusedVerifyParamsOf(const FusedVerifyArgs& args, const LaunchContext& context);
+void ValidateWrite(const WriteArgs& args);
+WriteParams WriteParamsOf(const WriteArgs& args, const LaunchContext& context);
+
+}  // namespace kvcanary
