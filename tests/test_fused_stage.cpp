@@ -49,7 +49,12 @@ struct StageWorld {
     return context;
   }
   PlanInputs Inputs() const {
-    return testing::BatchInputs(rp.view(), prefix.view(), extend.view(), table.view());
+    PlanInputs in = testing::BatchInputs(rp.view(), prefix.view(), extend.view(), table.view());
+    if (verify_sample > 1) {
+      in.verify_sample = verify_sample;
+      in.verify_phase = phase.view();
+    }
+    return in;
   }
   // The forward's offsets-only plan: counts and write plan into `plan`, offsets into `scratch`.
   PlanArgs PlanCall() const {
@@ -79,6 +84,8 @@ struct StageWorld {
     args.paired_context = VContext();
     return args;
   }
+  // Sampled verify, one run in K, over `phase`.
+  void SampleEvery(int64_t k) { verify_sample = k; }
   FusedStageArgs StageCall(bool with_plan) const {
     return {.plan = with_plan ? std::optional<PlanArgs>(PlanCall()) : std::nullopt,
             .verify = VerifyCall(),
@@ -112,6 +119,8 @@ struct StageWorld {
   HostTensor<int64_t> ids = HostTensor<int64_t>::Of({7, 8, 9, 10});
   HostTensor<int64_t> positions = HostTensor<int64_t>::Of({5, 6, 3, 4});
   HostTensor<int64_t> slots = HostTensor<int64_t>::Of({15, 22, 23, 24});
+  HostTensor<int64_t> phase = HostTensor<int64_t>({3}, 0);
+  int64_t verify_sample = 1;
 };
 
 // The world under test, and a twin driven by the separate ops.
@@ -161,6 +170,29 @@ TEST_F(FusedStageTest, TailEqualsFusedVerifyThenWrite) {
   ExpectSameAs(separate);
 }
 
+// A sampled forward's TAIL advances its rows' phases after its verify read them.
+TEST_F(FusedStageTest, TailWithTheAdvanceEqualsTheOpsThenAdvanceVerifyPhase) {
+  Plan(separate.PlanCall());
+  Plan(PlanCall());
+  for (StageWorld* world : {static_cast<StageWorld*>(this), &separate}) {
+    world->phase.values()[0] = 5;
+    world->phase.values()[2] = 9;
+  }
+  separate.SampleEvery(2);
+  SampleEvery(2);
+  FusedVerify(separate.VerifyCall());
+  Write(separate.WriteCall());
+  AdvanceVerifyPhase({separate.phase.view(), separate.rp.view()});
+
+  FusedStageArgs args = StageCall(/*with_plan=*/false);
+  args.advance_phase = AdvanceVerifyPhaseArgs{phase.view(), rp.view()};
+  FusedStage(args);
+
+  ExpectSameAs(separate);
+  EXPECT_EQ(testing::Head(phase, 3), (std::vector<int64_t>{5, 1, 10}));
+  EXPECT_EQ(phase.values(), separate.phase.values());
+}
+
 // Every part is checked before any part runs: a bad write leaves the plan's outputs, the
 // records, the ring and the counters as they were.
 TEST_F(FusedStageTest, ABadPartRaisesBeforeAnyPartRuns) {
@@ -177,6 +209,13 @@ TEST_F(FusedStageTest, ABadPartRaisesBeforeAnyPartRuns) {
   bad_verify.verify.verify_capacity = -1;
   EXPECT_KVC_ERROR(FusedStage(bad_verify),
                    "kv-canary: fused_verify verify_capacity must be in [0, 2147483647], got -1");
+  EXPECT_TRUE(snapshot.Unchanged());
+
+  FusedStageArgs bad_advance = StageCall(true);
+  const HostTensor<int32_t> phase32({3}, 0);
+  bad_advance.advance_phase = AdvanceVerifyPhaseArgs{phase32.view(), rp.view()};
+  EXPECT_KVC_ERROR(FusedStage(bad_advance),
+                   "kv-canary: verify_phase must have dtype torch.int64, got torch.int32");
   EXPECT_TRUE(snapshot.Unchanged());
 
   FusedStageArgs bad_plan = StageCall(true);

@@ -1,17 +1,18 @@
 // The fused stage (a kvcanary addition, not an SGLang op): one stage of a forward for one group,
 // HEAD or TAIL, in one call. With `plan` (HEAD), the forward's offsets-only plan first; then the
-// fused verify of the prefix; then the write of the forward's tokens.
+// fused verify of the prefix; then the write of the forward's tokens; then, with `advance_phase`
+// (the TAIL of a sampled forward), sampled verify's rotation.
 //
-// Semantics: exactly Plan(*plan) (when given), FusedVerify(verify) and Write(write), in that order,
-// with the same arguments: each part reads what the part before it left (the verify reads the
+// Semantics: exactly Plan(*plan) (when given), FusedVerify(verify), Write(write) and
+// AdvanceVerifyPhase(*advance_phase) (when given), in that order, with the same arguments: each part reads what the part before it left (the verify reads the
 // plan's offsets and counts, the write its write plan), and the verify never sees a record this
 // stage's write stores, even when a faulty batch writes a slot the verify reads. The CPU backend
 // runs the three one after the other; the CUDA backend runs them in one cooperative launch,
 // separated by grid-wide barriers (three launches on a device without cooperative launches),
 // graph-capturable like every op.
 //
-// Checks: every check of the three ops (docs/validation.md), all before anything runs, plus: the
-// plan is offsets-only (no verify entry arrays), and the three are on one device.
+// Checks: every check of the parts' ops (docs/validation.md), all before anything runs, plus: the
+// plan is offsets-only (no verify entry arrays), and the parts are on one device.
 #pragma once
 
 #include <optional>
@@ -26,6 +27,7 @@ struct FusedStageArgs {
   std::optional<PlanArgs> plan;  // HEAD: the forward's offsets-only plan, run first
   FusedVerifyArgs verify;
   WriteArgs write;
+  std::optional<AdvanceVerifyPhaseArgs> advance_phase;  // advanced last (after this verify read it)
 };
 
 void FusedStage(const FusedStageArgs& args, StreamHandle stream = nullptr);

@@ -216,16 +216,6 @@ using VerifyHalves = Halves<VerifyParams>;
 using FusedVerifyHalves = Halves<FusedVerifyParams>;
 using WriteHalves = Halves<WriteParams>;
 
-// One stage (HEAD or TAIL) of a forward for one group: with has_plan, the offsets-only fused
-// plan (its scratch given) first; then the fused verify; then the write. Each part sees the memory
-// the previous part left, as three launches in a row would.
-struct StageParams {
-  PlanParams plan;
-  bool has_plan = false;
-  FusedVerifyHalves verify;
-  WriteHalves write;
-};
-
 struct ScatterParams {
   // [total] int64, element stride flat_stride
   const int64_t* flat_in = nullptr;
@@ -269,6 +259,18 @@ struct SwaTranslateParams {
   int64_t* out = nullptr;
   int64_t n = 0;
   SwaLutParams lut;
+};
+
+// One stage (HEAD or TAIL) of a forward for one group: with has_plan, the offsets-only fused
+// plan (its scratch given) first; then the fused verify; then the write; then, with has_advance,
+// the phase advance. Each part sees the memory the previous part left, as launches in a row would.
+struct StageParams {
+  PlanParams plan;
+  bool has_plan = false;
+  FusedVerifyHalves verify;
+  WriteHalves write;
+  AdvancePhaseParams advance;
+  bool has_advance = false;
 };
 
 }  // namespace kvcanary

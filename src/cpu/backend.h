@@ -20,7 +20,8 @@ void RunHalf(const VerifyParams& params);
 // Plan entries and verify in one pass: checks what PlanEntries + Verify would.
 void RunHalf(const FusedVerifyParams& params);
 void RunHalf(const WriteParams& params);
-// The stage's parts in order: Plan (with has_plan), then each verify half, then each write half.
+// The stage's parts in order: Plan (with has_plan), each verify half, each write half, then
+// AdvancePhase (with has_advance).
 void RunStage(const StageParams& params);
 void Scatter(const ScatterParams& params);
 

@@ -8,6 +8,7 @@ void RunStage(const StageParams& params) {
   if (params.has_plan) Plan(params.plan);
   for (int h = 0; h < params.verify.num_halves; ++h) RunHalf(params.verify.half[h]);
   for (int h = 0; h < params.write.num_halves; ++h) RunHalf(params.write.half[h]);
+  if (params.has_advance) AdvancePhase(params.advance);
 }
 
 }  // namespace kvcanary::cpu

@@ -45,21 +45,11 @@ __global__ void __launch_bounds__(kEntriesThreads)
   }
 }
 
-// Sampled verify's rotation: a launch that graphs capture and replays advance. Rows that share
-// an entry (a clamped or repeated index) each add one, atomically, as the CPU's loop does.
+// Sampled verify's rotation: a launch that graphs capture and replays advance.
 __global__ void __launch_bounds__(kEntriesThreads)
     AdvancePhaseKernel(const __grid_constant__ AdvancePhaseParams p) {
-  const int64_t stride = int64_t{gridDim.x} * blockDim.x;
-  const int64_t first = int64_t{blockIdx.x} * blockDim.x + threadIdx.x;
-  const int64_t n = p.req_pool_indices == nullptr ? p.len : p.bs;
-  for (int64_t i = first; i < n; i += stride) {
-    int64_t index = i;
-    if (p.req_pool_indices != nullptr) {
-      if (p.req_pool_indices[i] == kReqPoolIdxPadding) continue;
-      index = ClampIndex(p.req_pool_indices[i], p.len);
-    }
-    AddToCounter(p.phase + index, 1);
-  }
+  AdvancePhases(p, int64_t{blockIdx.x} * blockDim.x + threadIdx.x,
+                int64_t{gridDim.x} * blockDim.x);
 }
 
 inline cudaError_t LaunchAdvancePhase(const AdvancePhaseParams& p, cudaStream_t stream) {

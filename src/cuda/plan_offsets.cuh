@@ -1,6 +1,6 @@
-// Stage 1 of the plan as one block's work: per-row lengths, a block scan, seeds and counts. The
-// offsets kernel is this block alone; the fused stage kernel runs it in its first block before
-// the rest of the grid reads the plan.
+// Stage 1 of the plan as one block's work (per-row lengths, a block scan, seeds and counts), and
+// sampled verify's phase advance as a grid's: the offsets and advance kernels run them alone, the
+// fused stage kernel before and after its verify.
 #pragma once
 
 #include <cub/block/block_scan.cuh>
@@ -63,6 +63,20 @@ __device__ inline void PlanOffsetsBlock(const PlanOffsetsParams& p, bool zero_wr
     for (int64_t i = bs + 1 + threadIdx.x; i < p.write.offsets_len; i += kThreads) {
       p.write.offsets[i] = 0;
     }
+  }
+}
+
+// Sampled verify's rotation, the items thread `first` of `stride` threads takes: rows that share
+// an entry (a clamped or repeated index) each add one, atomically, as the CPU's loop does.
+__device__ inline void AdvancePhases(const AdvancePhaseParams& p, int64_t first, int64_t stride) {
+  const int64_t n = p.req_pool_indices == nullptr ? p.len : p.bs;
+  for (int64_t i = first; i < n; i += stride) {
+    int64_t index = i;
+    if (p.req_pool_indices != nullptr) {
+      if (p.req_pool_indices[i] == kReqPoolIdxPadding) continue;
+      index = ClampIndex(p.req_pool_indices[i], p.len);
+    }
+    atomicAdd(reinterpret_cast<unsigned long long*>(p.phase + index), 1ull);  // wraps
   }
 }
 

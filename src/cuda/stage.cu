@@ -1,6 +1,6 @@
 // StageKernel: a forward's HEAD or TAIL for one group in one launch. The offsets plan (HEAD only,
 // one block), the fused verify (the whole grid) and the write (a block per row) are separated by
-// grid-wide barriers, so each part reads exactly what the part before it left, as three launches
+// grid-wide barriers (a sampled forward's TAIL then advances the phases its verify read), so each part reads exactly what the part before it left, as three launches
 // in a row would: the verify sees the plan's offsets and no record of this stage's write, even
 // when a faulty batch writes a slot the verify reads. What the one launch saves is two launch
 // latencies and two kernel drains, most of a decode step's time.
@@ -37,8 +37,16 @@ __global__ void __launch_bounds__(kStageThreads, 4)
   }
   CheckEntries(s.verify, int64_t{blockIdx.x} * blockDim.x + threadIdx.x,
                int64_t{gridDim.x} * blockDim.x);
+#ifndef KVC_STAGE_NO_WARM  // an A/B switch for the bench; removed once measured
+  WarmFirstRow(s.write);
+#endif
   grid.sync();
   WriteRows(s.write, staging);
+  // The verify that read the phases finished before the barrier; the write never reads them.
+  if (s.has_advance) {
+    AdvancePhases(s.advance, int64_t{blockIdx.x} * blockDim.x + threadIdx.x,
+                  int64_t{gridDim.x} * blockDim.x);
+  }
 }
 
 // Whether `device` runs cooperative launches, asked once per device.
@@ -81,6 +89,7 @@ int RunStage(const StageParams& params, int device, StreamHandle stream) {
     int error = params.has_plan ? Plan(params.plan, device, stream) : 0;
     if (error == 0) error = LaunchHalves(params.verify, device, stream);
     if (error == 0) error = LaunchHalves(params.write, device, stream);
+    if (error == 0 && params.has_advance) error = AdvancePhase(params.advance, device, stream);
     return error;
   }
   return LaunchOnDevice(device, stream, LaunchStageKernel, params);

@@ -22,12 +22,15 @@ void Validate(const FusedStageArgs& a) {
   }
   ValidateWithPair(a.verify, ValidateFusedVerify);
   ValidateWithPair(a.write, ValidateWrite);
+  if (a.advance_phase.has_value()) ValidateAdvanceVerifyPhase(*a.advance_phase);
   // One launch reads and writes all three parts' memory: they must share a device.
   const TensorView no_plan;
   check::SameDevice(a.verify.context.canary_buf, "verify.context.canary_buf",
                     {{&a.write.context.canary_buf, "write.context.canary_buf"},
                      {a.plan.has_value() ? &a.plan->verify_plan_out.verify_num_valid : &no_plan,
-                      "plan.verify_plan_out.verify_num_valid"}});
+                      "plan.verify_plan_out.verify_num_valid"},
+                     {a.advance_phase.has_value() ? &a.advance_phase->verify_phase : &no_plan,
+                      "advance_phase.verify_phase"}});
 }
 
 }  // namespace
@@ -39,6 +42,8 @@ void FusedStage(const FusedStageArgs& args, StreamHandle stream) {
   if (params.has_plan) params.plan = PlanParamsOf(*args.plan);
   params.verify = HalvesOf(args.verify, FusedVerifyParamsOf);
   params.write = HalvesOf(args.write, WriteParamsOf);
+  params.has_advance = args.advance_phase.has_value();
+  if (params.has_advance) params.advance = AdvancePhaseParamsOf(*args.advance_phase);
   RunOnBackend(
       args.verify.context.canary_buf, "verify.context.canary_buf", "fused_stage",
       [&] { cpu::RunStage(params); },

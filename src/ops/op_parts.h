@@ -1,5 +1,5 @@
 // The checks and backend parameters of the ops FusedStage is made of, each defined beside its op
-// (ops/plan.cpp, ops/fused_verify.cpp, ops/write.cpp), so a stage checks its parts with exactly
+// (ops/plan.cpp, ops/fused_verify.cpp, ops/write.cpp, ops/verify_phase.cpp), so a stage checks its parts with exactly
 // the code the separate ops run.
 #pragma once
 
@@ -20,5 +20,9 @@ void ValidateFusedVerify(const FusedVerifyArgs& args);
 FusedVerifyParams FusedVerifyParamsOf(const FusedVerifyArgs& args, const LaunchContext& context);
 void ValidateWrite(const WriteArgs& args);
 WriteParams WriteParamsOf(const WriteArgs& args, const LaunchContext& context);
+
+// AdvanceVerifyPhase (ops/verify_phase.cpp).
+void ValidateAdvanceVerifyPhase(const AdvanceVerifyPhaseArgs& args);
+AdvancePhaseParams AdvancePhaseParamsOf(const AdvanceVerifyPhaseArgs& args);
 
 }  // namespace kvcanary

@@ -225,15 +225,6 @@ void CanaryManager::Impl::PostForward(int inner) {
   Jitter(JitterPoint::kPostAttn);  // the model has run: no finer hook than this one
   LaunchEndpoints(inner, Stage::kTail);
   Jitter(JitterPoint::kPostTail);
-  // The forward's last in-graph verify has read its rows' phases: their next forward checks the
-  // next 1/K of their prefixes (a TAIL split in phase 4 then samples with the next phases: any
-  // phase's sample fits the ranges DecideSplit cut).
-  if (config_.verify_sample > 1) {
-    AdvanceVerifyPhase(
-        {.verify_phase = state_.verify_phase.View(DType::kInt64, {table_.rows}),
-         .req_pool_indices = Slice1D(forward.batch.req_pool_indices, 0, forward.batch.batch_size)},
-        stream_);
-  }
   // Snapshot: later inner forwards overwrite the live plans; phase 4 reads this copy.
   for (size_t g = 0; g < groups_.size(); ++g) {
     CopyBytesAsync(forward.snapshot_enable.data_as<char>() + 4 * g,
@@ -277,10 +268,21 @@ void CanaryManager::Impl::LaunchEndpoints(int inner, Stage stage) {
     }
     write.paired_context = PairedContextOf(g, stage);
     // An overflowed plan-array step has enable = 0 here: its rows are verified in ranges.
-    const bool run_plan = stage == Stage::kHead && verify_path_->PlansInStage();
-    verify_path_->RunStage(PlanArgsOf(forward, g, 0, batch.batch_size), run_plan,
-                           ContextOf(g, stage, Half::kK), PairedContextOf(g, stage),
-                           config_.enable_verify_token_assert, write, stream_);
+    StageCall call{.plan = PlanArgsOf(forward, g, 0, batch.batch_size),
+                   .run_plan = stage == Stage::kHead && verify_path_->PlansInStage(),
+                   .context = ContextOf(g, stage, Half::kK),
+                   .paired_context = PairedContextOf(g, stage),
+                   .check_token = config_.enable_verify_token_assert,
+                   .write = write};
+    // The forward's last in-graph verify has read its rows' phases: their next forward checks the
+    // next 1/K of their prefixes (a TAIL split in phase 4 then samples with the next phases: any
+    // phase's sample fits the ranges DecideSplit cut).
+    if (stage == Stage::kTail && g + 1 == groups_.size() && config_.verify_sample > 1) {
+      call.advance_phase = AdvanceVerifyPhaseArgs{
+          .verify_phase = state_.verify_phase.View(DType::kInt64, {table_.rows}),
+          .req_pool_indices = Slice1D(batch.req_pool_indices, 0, batch.batch_size)};
+    }
+    verify_path_->RunStage(call, stream_);
   }
 }
 

@@ -34,6 +34,18 @@ struct WorkspaceShape {
   int64_t forwards = 1;
 };
 
+// One HEAD or TAIL stage of one group, as the runtime hands it to the path.
+struct StageCall {
+  PlanArgs plan;          // the forward's plan for the group, as PlanArgsOf built it
+  bool run_plan = false;  // HEAD when the path PlansInStage: run the plan first (else it ran)
+  LaunchContext context;  // the K half; the V half, when active, is paired_context
+  std::optional<LaunchContext> paired_context;
+  bool check_token = false;
+  WriteArgs write;
+  // The TAIL of a sampled forward's last group: the phases its rows' verifies read, advanced last.
+  std::optional<AdvanceVerifyPhaseArgs> advance_phase;
+};
+
 class VerifyPath {
  public:
   virtual ~VerifyPath() = default;
@@ -56,15 +68,12 @@ class VerifyPath {
   virtual int64_t BytesPerEntry(const WorkspaceShape& shape) const = 0;
   virtual int64_t MaxVerifyCapacity(int64_t floor) const = 0;
 
-  // Whether a forward's plan runs inside its HEAD stage (RunStage with run_plan) instead of as a
+  // Whether a forward's plan runs inside its HEAD stage (StageCall::run_plan) instead of as a
   // launch of its own before it.
   virtual bool PlansInStage() const = 0;
-  // HEAD or TAIL of one group: the verify of the forward's plan `plan` for it (inputs, outputs,
-  // scratch and capacity as PlanArgsOf built them), then `write`; with `run_plan` (HEAD, when
-  // PlansInStage) the plan itself first, otherwise it already ran.
-  virtual void RunStage(const PlanArgs& plan, bool run_plan, const LaunchContext& context,
-                        const std::optional<LaunchContext>& paired_context, bool check_token,
-                        const WriteArgs& write, StreamHandle stream) const = 0;
+  // One stage: the plan when run_plan, the verify of the plan's entries, the write, the phase
+  // advance when given, in that order.
+  virtual void RunStage(const StageCall& call, StreamHandle stream) const = 0;
 };
 
 std::unique_ptr<VerifyPath> MakePlannedVerifyPath();

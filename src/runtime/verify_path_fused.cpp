@@ -50,20 +50,20 @@ class FusedVerifyPath final : public VerifyPath {
 
   bool PlansInStage() const override { return true; }
 
-  void RunStage(const PlanArgs& plan, bool run_plan, const LaunchContext& context,
-                const std::optional<LaunchContext>& paired_context, bool check_token,
-                const WriteArgs& write, StreamHandle stream) const override {
-    FusedVerifyArgs verify{.context = context,
-                           .paired_context = paired_context,
-                           .check_verify_expected_token = check_token,
+  void RunStage(const StageCall& call, StreamHandle stream) const override {
+    const PlanArgs& plan = call.plan;
+    FusedVerifyArgs verify{.context = call.context,
+                           .paired_context = call.paired_context,
+                           .check_verify_expected_token = call.check_token,
                            .inputs = plan.inputs,
                            .verify_offsets_scratch = plan.verify_offsets_scratch,
                            .verify_num_valid = plan.verify_plan_out.verify_num_valid,
                            .verify_enable = plan.verify_plan_out.enable,
                            .verify_capacity = plan.verify_capacity};
-    FusedStage({.plan = run_plan ? std::optional<PlanArgs>(plan) : std::nullopt,
+    FusedStage({.plan = call.run_plan ? std::optional<PlanArgs>(plan) : std::nullopt,
                 .verify = verify,
-                .write = write},
+                .write = call.write,
+                .advance_phase = call.advance_phase},
                stream);
   }
 };

@@ -26,17 +26,16 @@ class PlannedVerifyPath final : public VerifyPath {
 
   bool PlansInStage() const override { return false; }
 
-  void RunStage(const PlanArgs& plan, bool run_plan, const LaunchContext& context,
-                const std::optional<LaunchContext>& paired_context, bool check_token,
-                const WriteArgs& write, StreamHandle stream) const override {
-    if (run_plan) Plan(plan, stream);
+  void RunStage(const StageCall& call, StreamHandle stream) const override {
+    if (call.run_plan) Plan(call.plan, stream);
     VerifyArgs verify;
-    verify.context = context;
-    verify.plan = plan.verify_plan_out;
-    verify.check_verify_expected_token = check_token;
-    verify.paired_context = paired_context;
+    verify.context = call.context;
+    verify.plan = call.plan.verify_plan_out;
+    verify.check_verify_expected_token = call.check_token;
+    verify.paired_context = call.paired_context;
     kvcanary::Verify(verify, stream);
-    Write(write, stream);
+    Write(call.write, stream);
+    if (call.advance_phase.has_value()) AdvanceVerifyPhase(*call.advance_phase, stream);
   }
 };
 

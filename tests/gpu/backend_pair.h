@@ -182,11 +182,17 @@ struct BackendStep {
     a.check_verify_expected_token = inputs.check_token;
     return a;
   }
-  // A fused stage: HEAD (with_plan: the offsets-only plan first) or TAIL, then the write.
+  // A fused stage: HEAD (with_plan: the offsets-only plan first) or TAIL (a sampled case's TAIL
+  // advances the phases last), the write after the verify.
   FusedStageArgs FusedStageArgsOf(bool with_plan) const {
-    return {.plan = with_plan ? std::optional<PlanArgs>(OffsetsOnlyPlanArgsOf()) : std::nullopt,
-            .verify = FusedVerifyArgsOf(),
-            .write = WriteArgsOf()};
+    FusedStageArgs args{
+        .plan = with_plan ? std::optional<PlanArgs>(OffsetsOnlyPlanArgsOf()) : std::nullopt,
+        .verify = FusedVerifyArgsOf(),
+        .write = WriteArgsOf()};
+    if (!with_plan && verify_phase.has_value()) {
+      args.advance_phase = AdvanceVerifyPhaseArgs{verify_phase->view(), req_pool_indices.view()};
+    }
+    return args;
   }
   VerifyArgs VerifyArgsOf() const {
     VerifyArgs a;

@@ -95,6 +95,9 @@ void RunFusedStages(const StepInputs& in) {
   if (!SameStatesWithinTheRing(cpu, cuda, "HEAD stage")) return;
   OnBoth(cpu, cuda, [](const auto& step) { FusedStage(step.FusedStageArgsOf(false)); });
   SameStatesWithinTheRing(cpu, cuda, "TAIL stage");
+  if (in.verify_phase.has_value()) {
+    testing::ExpectSameTensor(*cpu.verify_phase, cuda.verify_phase->ToHost(), "advanced phases");
+  }
 }
 
 class CudaDifferentialSweep : public testing::DeviceTest,
