@@ -12,12 +12,13 @@ repeat() { head -c "$2" /dev/zero | tr '\0' "\\$(printf '%03o' "0x$1")"; }
 
 for source in fuzz_*.cpp; do
   target=$(basename "${source}" .cpp)
-  rm -rf "corpus/${target}"
   mkdir -p "corpus/${target}"
+  # Seeds written below are rewritten; a reproducer kept as regression-* stays.
+  find "corpus/${target}" -type f ! -name 'regression-*' -delete
 done
 
 for target in fuzz_plan fuzz_plan_offsets fuzz_plan_entries fuzz_verify fuzz_fused_verify \
-    fuzz_write fuzz_scatter fuzz_swa_translate fuzz_spin_wait; do
+    fuzz_fused_stage fuzz_write fuzz_scatter fuzz_swa_translate fuzz_spin_wait; do
   repeat 00 64 >"corpus/${target}/zeros"
   repeat 03 512 >"corpus/${target}/threes"
   repeat 05 2048 >"corpus/${target}/fives"
@@ -27,7 +28,7 @@ done
 
 # The targets that decode a forward's plan inputs: a kind byte of 6 mod 8 gives a paged block
 # table (fuzz_args.h), 06 with int32 ids and block size 6, 0e with int64 ids and block size 14.
-for target in fuzz_plan fuzz_plan_offsets fuzz_plan_entries fuzz_fused_verify; do
+for target in fuzz_plan fuzz_plan_offsets fuzz_plan_entries fuzz_fused_verify fuzz_fused_stage; do
   repeat 06 1024 >"corpus/${target}/paged_sixes"
   repeat 0e 1024 >"corpus/${target}/paged_fourteens"
 done
