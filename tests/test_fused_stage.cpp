@@ -4,7 +4,6 @@
 // not be seen by that verify. A rejected call changes nothing, whichever part is bad.
 #include <gtest/gtest.h>
 
-#include <random>
 
 #include "kvcanary/kvcanary.h"
 #include "testutil.h"
@@ -27,13 +26,7 @@ constexpr int64_t kTailV = static_cast<int64_t>(CanaryLaunchTag::kTailVFull);
 // 22, which row 2's prefix reads: the verify must see the record from before the write.
 struct StageWorld {
   StageWorld() : k(kSlots), v(kSlots), plan(/*verify_capacity=*/1, /*write_capacity=*/4) {
-    std::mt19937_64 rng(11);
-    for (int64_t slot = 1; slot < kSlots; ++slot) {
-      const Record record{int64_t(rng() % 100), int64_t(rng() % 8), int64_t(rng()), 0};
-      k.set_record(slot, record);
-      v.set_record(slot, Record{record.token + int64_t(slot % 3 == 0), record.position,
-                                record.prev_hash, 0});
-    }
+    testing::FillArbitraryPair(k, v, 11);
     for (int64_t p = 0; p < 8; ++p) {
       table.values()[1 * 8 + p] = static_cast<int32_t>(10 + p);  // row 1: slots 10..17
       table.values()[2 * 8 + p] = static_cast<int32_t>(20 + p);  // row 2: slots 20..27

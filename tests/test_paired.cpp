@@ -1,8 +1,6 @@
 // Paired K/V launches: one Verify or Write call with `paired_context` equals two calls, K then V.
 #include <gtest/gtest.h>
 
-#include <random>
-
 #include "kvcanary/kvcanary.h"
 #include "testutil.h"
 
@@ -22,13 +20,7 @@ constexpr int64_t kHeadV = static_cast<int64_t>(CanaryLaunchTag::kHeadVFull);
 // ring and write index as a runtime's do, and have their own counters.
 struct PairedWorld {
   PairedWorld() : k_(kSlots), v_(kSlots), plan_(16, 2) {
-    std::mt19937_64 rng(7);
-    for (int64_t slot = 1; slot < kSlots; ++slot) {  // arbitrary records: verify finds rows
-      const Record record{int64_t(rng() % 100), int64_t(rng() % 8), int64_t(rng()), 0};
-      k_.set_record(slot, record);
-      v_.set_record(slot, Record{record.token + int64_t(slot % 3 == 0), record.position,
-                                 record.prev_hash, 0});
-    }
+    testing::FillArbitraryPair(k_, v_, 7);  // verify finds rows
     plan_.num_valid[0] = 8;
     for (int e = 0; e < 8; ++e) {
       plan_.slots[e] = 1 + e;

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <cstring>
 #include <new>
+#include <random>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -169,6 +170,18 @@ struct CanaryState {
   HostTensor<int64_t> kernel_run_counter;
   HostTensor<int32_t> chain_assert;
 };
+
+// Arbitrary records in slots [1, num_slots) of a K and a V buffer (V's token one more than K's in
+// every third slot), seeded: a verify over them finds rows in both halves, not the same ones.
+inline void FillArbitraryPair(CanaryState& k, CanaryState& v, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  for (int64_t slot = 1; slot < k.canary.shape()[0]; ++slot) {
+    const Record record{int64_t(rng() % 100), int64_t(rng() % 8), int64_t(rng()), 0};
+    k.set_record(slot, record);
+    v.set_record(slot, Record{record.token + int64_t(slot % 3 == 0), record.position,
+                              record.prev_hash, 0});
+  }
+}
 
 // Verify and write plans of given capacities, as the Python allocate() makes them.
 struct PlanBuffers {
