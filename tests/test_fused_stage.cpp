@@ -4,7 +4,6 @@
 // not be seen by that verify. A rejected call changes nothing, whichever part is bad.
 #include <gtest/gtest.h>
 
-
 #include "kvcanary/kvcanary.h"
 #include "testutil.h"
 #include "validation_util.h"
