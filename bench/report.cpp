@@ -137,8 +137,8 @@ void PrintTable(std::ostream& out, const BenchResults& results) {
       << " fused (a req_to_token cell instead of a plan entry), per token " << WriteBytes(1, 0)
       << " / " << WriteBytes(1, layers)
       << ". step = the runtime's step: a FusedStage for HEAD (offsets plan, fused verify, write) "
-         "and one for TAIL (fused verify, write), each over the K/V pair and on CUDA one "
-         "cooperative launch (one graph replay); step floor = its counted bytes "
+         "and one for TAIL (fused verify, write), each over the K/V pair (one graph replay on "
+         "CUDA); step floor = its counted bytes "
          "over the ceiling; planned step = the same with the full plan and Verify. chain "
          "floor = one thread stepping the chain hash once per written token (one-request "
          "prefills only): no write of those tokens can be faster. loaded chain = the same "

@@ -45,8 +45,9 @@ struct CaseResult {
   TimingStats loaded_chain;  // the same chain over tokens read from memory
 };
 
-// Launches of the runtime's step on CUDA: a FusedStage each for HEAD (with the plan) and TAIL.
-inline constexpr int kStepLaunches = 2;
+// Launches of the runtime's step on CUDA: the plan, and a paired verify and write each for HEAD
+// and TAIL (one FusedStage each).
+inline constexpr int kStepLaunches = 5;
 
 struct BenchResults {
   std::string machine;

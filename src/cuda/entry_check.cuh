@@ -1,5 +1,5 @@
-// CheckEntries: the verify pass of Verify and FusedVerify (EntryCheckKernel, entry_check.cu) and
-// of the fused stage (stage.cu), a grid-stride pass over a launch's verify entries. Each entry is independent: its record loads and the real-KV fold run in parallel
+// CheckEntries: the verify pass of Verify and FusedVerify (EntryCheckKernel, entry_check.cu), a
+// grid-stride pass over a launch's verify entries. Each entry is independent: its record loads and the real-KV fold run in parallel
 // across the grid, and the grid fills every SM whatever the batch, so the kernel runs at memory
 // speed. Each thread checks kEntriesPerThread entries per round, first all their loads (no store
 // can come between them, so the compiler keeps every load in flight at once), then records the

@@ -1,6 +1,6 @@
 // Stage 1 of the plan as one block's work (per-row lengths, a block scan, seeds and counts), and
-// sampled verify's phase advance as a grid's: the offsets and advance kernels run them alone, the
-// fused stage kernel before and after its verify.
+// sampled verify's phase advance as a grid's: what the offsets and advance kernels run, written
+// for any block size and grid so that another kernel can run them as one of its passes.
 #pragma once
 
 #include <cub/block/block_scan.cuh>

@@ -1,5 +1,5 @@
-// WriteRows: the write pass of Write (WriteKernel, write.cu) and of the fused stage (stage.cu), one
-// block per batch row (grid-stride over rows) and no block barrier. Warp h < num_halves runs half h's chain; the other warps fold the real-KV fingerprints.
+// WriteRows: the write pass of Write (WriteKernel, write.cu), one block per batch row (grid-stride
+// over rows) and no block barrier. Warp h < num_halves runs half h's chain; the other warps fold the real-KV fingerprints.
 // The two kinds of warp store disjoint words of each record (the chain warp token, position and
 // prev_hash; the fingerprint warps real_kv_hash), so neither waits for the other: SGLang's kernel
 // contract lets a backend spread the stores and folds across threads, and on a valid batch each
@@ -133,35 +133,6 @@ __device__ inline void StoreFingerprints(const WriteHalves& w, int64_t r, int th
       StoreLeU64(RecordAddress(launch, slot) + kRecordRealKvHashOffset,
                  RealKvFingerprint(launch.real_kv, slot));
     }
-  }
-}
-
-// Asks for `address`'s line in this SM's L1 without waiting for it: a hint, nothing is read.
-__device__ inline void PrefetchL1(const void* address) {
-  asm volatile("prefetch.global.L1 [%0];" ::"l"(address));
-}
-
-// Brings this block's first row's write inputs toward the SM (its tokens and its seed record)
-// while the block waits at the grid barrier before the write: the loads the chain starts with
-// then hit L1 instead of taking two dependent trips to memory. A hint: the write that follows
-// reads the same memory as without it. REQUIRES: the write plan is complete.
-__device__ inline void WarmFirstRow(const WriteHalves& w) {
-  const int warp = threadIdx.x / kWarpSize;
-  const int lane = threadIdx.x % kWarpSize;
-  if (warp >= w.num_halves) return;
-  const WriteParams& half = w.half[warp];
-  const int64_t r = blockIdx.x;
-  if (r >= ClampCount(*half.num_valid_reqs, half.capacity)) return;
-  const TokenRange range = RowTokenRange(half, r);
-  const int64_t i = range.begin + lane;
-  if (i < range.end) {
-    PrefetchL1(half.input_ids + i);
-    PrefetchL1(half.positions + i);
-    PrefetchL1(half.out_cache_loc + i);
-  }
-  const int64_t seed = half.seeds[r];
-  if (lane == 0 && seed >= 0 && seed < half.launch.num_slots) {
-    PrefetchL1(half.launch.canary + seed * half.launch.slot_stride_bytes);
   }
 }
 
