@@ -52,7 +52,7 @@ struct StageWorld {
   PlanArgs PlanCall() const {
     PlanArgs args;
     args.inputs = Inputs();
-    args.verify_plan_out = VerifyPlanView{TensorView(), TensorView(),         TensorView(),
+    args.verify_plan_out = VerifyPlanView{TensorView(), TensorView(),          TensorView(),
                                           TensorView(), plan.num_valid.view(), plan.enable.view()};
     args.write_plan_out = plan.write();
     args.verify_capacity = 16;
@@ -71,8 +71,8 @@ struct StageWorld {
     return args;
   }
   WriteArgs WriteCall() const {
-    WriteArgs args = testing::WriteCallOver(k.Context(kTailK), plan, ids.view(), positions.view(),
-                                            slots.view());
+    WriteArgs args =
+        testing::WriteCallOver(k.Context(kTailK), plan, ids.view(), positions.view(), slots.view());
     args.paired_context = VContext();
     return args;
   }
@@ -129,8 +129,8 @@ TEST_F(FusedStageTest, HeadEqualsPlanThenFusedVerifyThenWrite) {
   FusedStage(StageCall(/*with_plan=*/true));
 
   ExpectSameAs(separate);
-  EXPECT_EQ(plan.num_valid[0], 8);      // 5 + 3 prefix positions verified
-  EXPECT_EQ(k.slot_run_counter[0], 12);  // 8 verified + 4 written
+  EXPECT_EQ(plan.num_valid[0], 8);        // 5 + 3 prefix positions verified
+  EXPECT_EQ(k.slot_run_counter[0], 12);   // 8 verified + 4 written
   EXPECT_EQ(k.kernel_run_counter[0], 2);  // a verify and a write
   EXPECT_FALSE(k.rows().empty());
 }

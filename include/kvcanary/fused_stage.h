@@ -4,11 +4,12 @@
 // (the TAIL of a sampled forward), sampled verify's rotation.
 //
 // Semantics: exactly Plan(*plan) (when given), FusedVerify(verify), Write(write) and
-// AdvanceVerifyPhase(*advance_phase) (when given), in that order, with the same arguments: each part reads what the part before it left (the verify reads the
-// plan's offsets and counts, the write its write plan), and the verify never sees a record this
-// stage's write stores, even when a faulty batch writes a slot the verify reads. Both backends run
-// the parts one after the other (on CUDA as kernels in a row on `stream`, graph-capturable like
-// every op); what the one call adds is that no part runs unless every part is valid.
+// AdvanceVerifyPhase(*advance_phase) (when given), in that order, with the same arguments: each
+// part reads what the part before it left (the verify reads the plan's offsets and counts, the
+// write its write plan), and the verify never sees a record this stage's write stores, even when a
+// faulty batch writes a slot the verify reads. Both backends run the parts one after the other (on
+// CUDA as kernels in a row on `stream`, graph-capturable like every op); what the one call adds is
+// that no part runs unless every part is valid.
 //
 // Checks: every check of the parts' ops (docs/validation.md), all before anything runs, plus: the
 // plan is offsets-only (no verify entry arrays), and the parts are on one device.

@@ -9,8 +9,7 @@ namespace {
 template <typename Params>
 __global__ void __launch_bounds__(kEntryCheckThreads, 4)
     EntryCheckKernel(const __grid_constant__ Halves<Params> v) {
-  CheckEntries(v, int64_t{blockIdx.x} * blockDim.x + threadIdx.x,
-               int64_t{gridDim.x} * blockDim.x);
+  CheckEntries(v, int64_t{blockIdx.x} * blockDim.x + threadIdx.x, int64_t{gridDim.x} * blockDim.x);
 }
 
 // Enqueues the entry check of `v` on `stream`. REQUIRES: validated params; the current device is

@@ -1,7 +1,7 @@
 // The plan kernels: PlanOffsetsKernel (one block: per-row lengths, a block
-// scan, seeds and counts; cuda/plan_offsets.cuh) and PlanEntriesKernel (a grid-stride pass over the verify entries, each
-// finding its row by binary search over the scratch offsets). Neither has a batch-size ceiling:
-// the offsets block walks any number of rows, a chunk per thread.
+// scan, seeds and counts; cuda/plan_offsets.cuh) and PlanEntriesKernel (a grid-stride pass over the
+// verify entries, each finding its row by binary search over the scratch offsets). Neither has a
+// batch-size ceiling: the offsets block walks any number of rows, a chunk per thread.
 #pragma once
 
 #include "core/plan_math.h"
@@ -48,8 +48,7 @@ __global__ void __launch_bounds__(kEntriesThreads)
 // Sampled verify's rotation: a launch that graphs capture and replays advance.
 __global__ void __launch_bounds__(kEntriesThreads)
     AdvancePhaseKernel(const __grid_constant__ AdvancePhaseParams p) {
-  AdvancePhases(p, int64_t{blockIdx.x} * blockDim.x + threadIdx.x,
-                int64_t{gridDim.x} * blockDim.x);
+  AdvancePhases(p, int64_t{blockIdx.x} * blockDim.x + threadIdx.x, int64_t{gridDim.x} * blockDim.x);
 }
 
 inline cudaError_t LaunchAdvancePhase(const AdvancePhaseParams& p, cudaStream_t stream) {

@@ -5,8 +5,8 @@
 
 #include <cub/block/block_scan.cuh>
 
-#include "core/plan_math.h"
 #include "core/params.h"
+#include "core/plan_math.h"
 
 namespace kvcanary::cuda {
 
@@ -14,9 +14,11 @@ template <int kThreads>
 using PlanOffsetsScan = cub::BlockScan<unsigned long long, kThreads>;
 
 // The offsets stage of an offsets-only fused plan (zero_write_tail as the fused plan sets it).
-__host__ __device__ inline PlanOffsetsParams OffsetsParamsOf(const PlanParams& plan, int64_t* scratch) {
-  return PlanOffsetsParams{plan.in,          scratch,  plan.verify.num_valid, plan.verify.enable,
-                           plan.verify.capacity, plan.write};
+__host__ __device__ inline PlanOffsetsParams OffsetsParamsOf(const PlanParams& plan,
+                                                             int64_t* scratch) {
+  return PlanOffsetsParams{
+      plan.in,   scratch, plan.verify.num_valid, plan.verify.enable, plan.verify.capacity,
+      plan.write};
 }
 
 // Run by every thread of one block of kThreads threads. zero_write_tail: also zero

@@ -7,7 +7,8 @@ namespace {
 
 constexpr int kWriteThreads = 128;
 
-__global__ void __launch_bounds__(kWriteThreads) WriteKernel(const __grid_constant__ WriteHalves w) {
+__global__ void __launch_bounds__(kWriteThreads)
+    WriteKernel(const __grid_constant__ WriteHalves w) {
   __shared__ ChainStaging staging;
   WriteRows(w, staging);
 }

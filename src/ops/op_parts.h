@@ -1,6 +1,6 @@
 // The checks and backend parameters of the ops FusedStage is made of, each defined beside its op
-// (ops/plan.cpp, ops/fused_verify.cpp, ops/write.cpp, ops/verify_phase.cpp), so a stage checks its parts with exactly
-// the code the separate ops run.
+// (ops/plan.cpp, ops/fused_verify.cpp, ops/write.cpp, ops/verify_phase.cpp), so a stage checks its
+// parts with exactly the code the separate ops run.
 #pragma once
 
 #include "core/params.h"
