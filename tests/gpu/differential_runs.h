@@ -39,7 +39,7 @@ inline void RunStep(const StepInputs& in, bool write = true) {
   OnBoth(cpu, cuda, [](const auto& step) { Verify(step.VerifyArgsOf()); });
   if (!SameStatesWithinTheRing(cpu, cuda, "verify")) return;
   ExpectSameTensor(in.primary.state.canary, cpu.primary.state.canary,
-                            "verify wrote the canary buffer");
+                   "verify wrote the canary buffer");
   if (!write) return;
 
   if (in.lut.has_value()) {
