@@ -1,5 +1,5 @@
-// CheckEntries: the verify pass of Verify and FusedVerify (EntryCheckKernel, entry_check.cu), a
-// grid-stride pass over a launch's verify entries. Each entry is independent: its record loads and the real-KV fold run in parallel
+// EntryCheckKernel: the one kernel of Verify and FusedVerify, a grid-stride pass over a launch's
+// verify entries. Each entry is independent: its record loads and the real-KV fold run in parallel
 // across the grid, and the grid fills every SM whatever the batch, so the kernel runs at memory
 // speed. Each thread checks kEntriesPerThread entries per round, first all their loads (no store
 // can come between them, so the compiler keeps every load in flight at once), then records the
@@ -36,11 +36,12 @@ __device__ inline VerifyEntry EntryAt(const FusedVerifyParams& p, int64_t e) {
   return FusedEntry(p, e);
 }
 
-// The entries of `v` that thread `first` of `stride` threads checks: e = first, first + stride,
-// ... Every thread of the grid calls it once; thread 0..num_halves-1 also counts the launch.
 template <typename Params>
-__device__ inline void CheckEntries(const Halves<Params>& v, int64_t first, int64_t stride) {
+__global__ void __launch_bounds__(kEntryCheckThreads, 4)
+    EntryCheckKernel(const __grid_constant__ Halves<Params> v) {
   const int64_t n = EntryCount(v.half[0]);  // the plan is shared by the halves
+  const int64_t stride = int64_t{gridDim.x} * blockDim.x;
+  const int64_t first = int64_t{blockIdx.x} * blockDim.x + threadIdx.x;
   if (first < v.num_halves) {
     const Params& half = v.half[first];
     AddToCounter(half.launch.kernel_run_counter, 1);  // every launch, enabled or not
@@ -65,6 +66,17 @@ __device__ inline void CheckEntries(const Halves<Params>& v, int64_t first, int6
       }
     }
   }
+}
+
+// Enqueues the entry check of `v` on `stream`. REQUIRES: validated params; the current device is
+// the tensors' device. The grid is sized by the capacity, never by device values: small plans
+// still spread over many SMs, and a captured graph replays with any count.
+template <typename Params>
+cudaError_t LaunchEntryCheck(const Halves<Params>& v, cudaStream_t stream) {
+  const int blocks =
+      PersistentGrid(EntryCheckKernel<Params>, kEntryCheckThreads, v.half[0].capacity);
+  EntryCheckKernel<Params><<<blocks, kEntryCheckThreads, 0, stream>>>(v);
+  return cudaGetLastError();
 }
 
 }  // namespace kvcanary::cuda

@@ -14,8 +14,10 @@ int Plan(const PlanParams& params, int device, StreamHandle handle) {
                                               (params.in.bs + 1) * sizeof(int64_t), stream);
     if (error != cudaSuccess) return static_cast<int>(error);
   }
-  cudaError_t error =
-      LaunchPlanOffsets(OffsetsParamsOf(params, scratch), /*zero_write_tail=*/true, stream);
+  PlanOffsetsParams offsets{
+      params.in,   scratch, params.verify.num_valid, params.verify.enable, params.verify.capacity,
+      params.write};
+  cudaError_t error = LaunchPlanOffsets(offsets, /*zero_write_tail=*/true, stream);
   // An offsets-only plan has no entry arrays: FusedVerify derives the entries itself.
   if (error == cudaSuccess && params.verify.slot_indices != nullptr) {
     const PlanEntriesParams entries{params.in, scratch, params.verify.enable, params.verify};

@@ -1,23 +1,63 @@
 // The plan kernels: PlanOffsetsKernel (one block: per-row lengths, a block
-// scan, seeds and counts; cuda/plan_offsets.cuh) and PlanEntriesKernel (a grid-stride pass over the
-// verify entries, each finding its row by binary search over the scratch offsets). Neither has a
-// batch-size ceiling: the offsets block walks any number of rows, a chunk per thread.
+// scan, seeds and counts) and PlanEntriesKernel (a grid-stride pass over the verify entries, each
+// finding its row by binary search over the scratch offsets). Neither has a batch-size ceiling:
+// the offsets block walks any number of rows, a chunk per thread.
 #pragma once
+
+#include <cub/block/block_scan.cuh>
 
 #include "core/plan_math.h"
 #include "cuda/launch.cuh"
-#include "cuda/plan_offsets.cuh"
 
 namespace kvcanary::cuda {
 
 inline constexpr int kOffsetsThreads = 1024;
 inline constexpr int kEntriesThreads = 256;
 
-// Stage 1, one block.
+// Stage 1. zero_write_tail: also zero write_offsets[bs+1 ..] (the fused plan does; SGLang's
+// separate offsets stage leaves them to the caller).
 __global__ void __launch_bounds__(kOffsetsThreads)
     PlanOffsetsKernel(const __grid_constant__ PlanOffsetsParams p, bool zero_write_tail) {
-  __shared__ typename PlanOffsetsScan<kOffsetsThreads>::TempStorage scan_storage;
-  PlanOffsetsBlock<kOffsetsThreads>(p, zero_write_tail, scan_storage);
+  using Scan = cub::BlockScan<unsigned long long, kOffsetsThreads>;
+  __shared__ typename Scan::TempStorage scan_storage;
+  const int64_t bs = p.in.bs;
+  const int64_t rows_per_thread = (bs + kOffsetsThreads - 1) / kOffsetsThreads;
+  const int64_t begin = min(bs, int64_t{threadIdx.x} * rows_per_thread);
+  const int64_t end = min(bs, begin + rows_per_thread);
+
+  unsigned long long verify_sum = 0, write_sum = 0;  // wrap like the CPU's int64 sums
+  for (int64_t r = begin; r < end; ++r) {
+    const RowPlan row = PlanRow(p.in, r);
+    verify_sum += static_cast<unsigned long long>(row.verify_len);
+    write_sum += static_cast<unsigned long long>(row.write_len);
+  }
+  unsigned long long verify_prefix, write_prefix, verify_total, write_total;
+  Scan(scan_storage).ExclusiveSum(verify_sum, verify_prefix, verify_total);
+  __syncthreads();
+  Scan(scan_storage).ExclusiveSum(write_sum, write_prefix, write_total);
+
+  for (int64_t r = begin; r < end; ++r) {
+    const RowPlan row = PlanRow(p.in, r);
+    p.scratch[r] = static_cast<int64_t>(verify_prefix);
+    p.write.offsets[r] = static_cast<int64_t>(write_prefix);
+    p.write.seeds[r] = row.seed_slot;
+    verify_prefix += static_cast<unsigned long long>(row.verify_len);
+    write_prefix += static_cast<unsigned long long>(row.write_len);
+  }
+  if (threadIdx.x == 0) {
+    const auto total = static_cast<int64_t>(verify_total);
+    const bool overflow = total > p.verify_capacity;
+    p.scratch[bs] = total;
+    p.write.offsets[bs] = static_cast<int64_t>(write_total);
+    *p.verify_num_valid = static_cast<int32_t>(overflow ? p.verify_capacity : total);
+    *p.verify_enable = overflow ? 0 : 1;
+    *p.write.num_valid_reqs = static_cast<int32_t>(bs);
+  }
+  if (zero_write_tail) {
+    for (int64_t i = bs + 1 + threadIdx.x; i < p.write.offsets_len; i += kOffsetsThreads) {
+      p.write.offsets[i] = 0;
+    }
+  }
 }
 
 // Stage 2. A total above the capacity with enable set breaks the offsets/entries contract: the
@@ -45,10 +85,21 @@ __global__ void __launch_bounds__(kEntriesThreads)
   }
 }
 
-// Sampled verify's rotation: a launch that graphs capture and replays advance.
+// Sampled verify's rotation: a launch that graphs capture and replays advance. Rows that share
+// an entry (a clamped or repeated index) each add one, atomically, as the CPU's loop does.
 __global__ void __launch_bounds__(kEntriesThreads)
     AdvancePhaseKernel(const __grid_constant__ AdvancePhaseParams p) {
-  AdvancePhases(p, int64_t{blockIdx.x} * blockDim.x + threadIdx.x, int64_t{gridDim.x} * blockDim.x);
+  const int64_t stride = int64_t{gridDim.x} * blockDim.x;
+  const int64_t first = int64_t{blockIdx.x} * blockDim.x + threadIdx.x;
+  const int64_t n = p.req_pool_indices == nullptr ? p.len : p.bs;
+  for (int64_t i = first; i < n; i += stride) {
+    int64_t index = i;
+    if (p.req_pool_indices != nullptr) {
+      if (p.req_pool_indices[i] == kReqPoolIdxPadding) continue;
+      index = ClampIndex(p.req_pool_indices[i], p.len);
+    }
+    AddToCounter(p.phase + index, 1);
+  }
 }
 
 inline cudaError_t LaunchAdvancePhase(const AdvancePhaseParams& p, cudaStream_t stream) {

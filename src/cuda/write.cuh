@@ -1,5 +1,5 @@
-// WriteRows: the write pass of Write (WriteKernel, write.cu), one block per batch row (grid-stride
-// over rows) and no block barrier. Warp h < num_halves runs half h's chain; the other warps fold the real-KV fingerprints.
+// WriteKernel: one block per batch row (grid-stride over rows) and no block
+// barrier. Warp h < num_halves runs half h's chain; the other warps fold the real-KV fingerprints.
 // The two kinds of warp store disjoint words of each record (the chain warp token, position and
 // prev_hash; the fingerprint warps real_kv_hash), so neither waits for the other: SGLang's kernel
 // contract lets a backend spread the stores and folds across threads, and on a valid batch each
@@ -21,6 +21,7 @@
 
 namespace kvcanary::cuda {
 
+inline constexpr int kWriteThreads = 128;
 inline constexpr int kWarpSize = 32;
 inline constexpr unsigned kFullWarp = 0xffffffffu;
 
@@ -136,29 +137,28 @@ __device__ inline void StoreFingerprints(const WriteHalves& w, int64_t r, int th
   }
 }
 
-// Shared memory of a block's chain warps: half h stages its chunk's tokens and positions in
-// [h][0] and [h][1].
-using ChainStaging = int64_t[kMaxHalves][2][kWarpSize];
-
-// The write pass over the batch rows, run by every thread of the grid: block b takes rows b,
-// b + gridDim.x, ...; in each block warp h < num_halves runs half h's chain and the other warps
-// fold the fingerprints. Needs at least num_halves + 1 warps per block.
-__device__ inline void WriteRows(const WriteHalves& w, ChainStaging& staging) {
+__global__ void __launch_bounds__(kWriteThreads) WriteKernel(const __grid_constant__ WriteHalves w) {
+  __shared__ int64_t staging[kMaxHalves][2][kWarpSize];
   const int warp = threadIdx.x / kWarpSize;
   const int lane = threadIdx.x % kWarpSize;
   if (blockIdx.x == 0 && threadIdx.x < w.num_halves) {
     AddToCounter(w.half[threadIdx.x].launch.kernel_run_counter, 1);
   }
   const int64_t num_rows = ClampCount(*w.half[0].num_valid_reqs, w.half[0].capacity);  // D2
-  const int chain_threads = w.num_halves * kWarpSize;
-  const int fold_threads = static_cast<int>(blockDim.x) - chain_threads;
+  const int fold_threads = kWriteThreads - w.num_halves * kWarpSize;
   for (int64_t r = blockIdx.x; r < num_rows; r += gridDim.x) {
     if (warp < w.num_halves) {
       RunChain(w.half[warp], r, lane, staging[warp]);
     } else {
-      StoreFingerprints(w, r, static_cast<int>(threadIdx.x) - chain_threads, fold_threads);
+      StoreFingerprints(w, r, threadIdx.x - w.num_halves * kWarpSize, fold_threads);
     }
   }
+}
+
+inline cudaError_t LaunchWrite(const WriteHalves& w, cudaStream_t stream) {
+  const int blocks = PersistentGrid(WriteKernel, kWriteThreads, w.half[0].capacity * kWriteThreads);
+  WriteKernel<<<blocks, kWriteThreads, 0, stream>>>(w);
+  return cudaGetLastError();
 }
 
 }  // namespace kvcanary::cuda
