@@ -1,5 +1,4 @@
-// The fused stage on the CPU: its three parts one after the other, which is the result the CUDA
-// backend's one launch must equal.
+// The fused stage on the CPU: its parts one after the other, as the CUDA backend enqueues them.
 #include "cpu/backend.h"
 
 namespace kvcanary::cpu {

@@ -23,13 +23,13 @@ void Validate(const FusedStageArgs& a) {
   ValidateWithPair(a.verify, ValidateFusedVerify);
   ValidateWithPair(a.write, ValidateWrite);
   if (a.advance_phase.has_value()) ValidateAdvanceVerifyPhase(*a.advance_phase);
-  // One launch reads and writes all three parts' memory: they must share a device.
-  const TensorView no_plan;
+  // The parts run on one backend and stream, chosen by the verify's canary_buf: one device.
+  const TensorView absent;
   check::SameDevice(a.verify.context.canary_buf, "verify.context.canary_buf",
                     {{&a.write.context.canary_buf, "write.context.canary_buf"},
-                     {a.plan.has_value() ? &a.plan->verify_plan_out.verify_num_valid : &no_plan,
+                     {a.plan.has_value() ? &a.plan->verify_plan_out.verify_num_valid : &absent,
                       "plan.verify_plan_out.verify_num_valid"},
-                     {a.advance_phase.has_value() ? &a.advance_phase->verify_phase : &no_plan,
+                     {a.advance_phase.has_value() ? &a.advance_phase->verify_phase : &absent,
                       "advance_phase.verify_phase"}});
 }
 
