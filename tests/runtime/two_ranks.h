@@ -1,5 +1,6 @@
 // Two ranks of one job, each a fake engine on its own thread with the all-reduced violation signal
-// on: rank 1 breaks its table before step kBreakAtStep, rank 0's records stay clean. Used with an
+// on: rank 1 breaks its engine before step kBreakAtStep (by default its table), rank 0's records
+// stay clean. Used with an
 // in-process collective on the CPU (test_rank_signal.cpp) and with NCCL over two GPUs
 // (test_rank_signal_nccl.cpp). A rank that waits in a collective its peer never joins is a hang;
 // the runner gives up after a time limit and reports it instead of hanging the test.
@@ -32,10 +33,22 @@ struct RankOutcome {
 
 using RankOutcomes = std::array<RankOutcome, kRanks>;
 
+// Rank 1's default fault: position 4 of its first request now points at its position 6's slot.
+inline void BreakTable(FakeEngine& engine, int64_t row) {
+  engine.SetSlot(row, 4, engine.SlotOf(row, 6));
+}
+
+// What a rank runs: its engine's options (RunRank sets the device, the mode and the signal) and
+// what rank 1 does to its engine before step kBreakAtStep (`row` is its first request).
+struct RankPlan {
+  FakeEngineOptions options;
+  std::function<void(FakeEngine&, int64_t row)> break_rank = BreakTable;
+};
+
 // Runs one rank on `device` with `reducer` for kRankSteps steps or until it raises.
 inline void RunRank(int rank, Mode mode, Device device, ViolationSignalReducer* reducer,
-                    RankOutcome* outcome) {
-  FakeEngineOptions options;
+                    RankOutcome* outcome, const RankPlan& plan = {}) {
+  FakeEngineOptions options = plan.options;
   options.device = device;
   options.config.mode = mode;
   options.config.allreduce_violation_signal = true;
@@ -44,8 +57,7 @@ inline void RunRank(int rank, Mode mode, Device device, ViolationSignalReducer* 
   const int64_t row = engine.AddRequest(12);
   engine.AddRequest(9);
   for (int step = 0; step < kRankSteps; ++step) {
-    // Position 4 of rank 1's first request now points at its position 6's slot.
-    if (rank == 1 && step == kBreakAtStep) engine.SetSlot(row, 4, engine.SlotOf(row, 6));
+    if (rank == 1 && step == kBreakAtStep) plan.break_rank(engine, row);
     try {
       engine.Step();
     } catch (const ViolationError& error) {
