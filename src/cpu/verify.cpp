@@ -153,10 +153,57 @@ struct PlannedCursor {
 // (the offsets are non-decreasing), its positions derived once per row; an entry whose position
 // follows the last entry's in its row takes that entry's slot as its predecessor instead of
 // reading the table again (every entry of a full verify, all but the first of a sampled run).
+//
+// A row of a full verify whose positions all lie inside its req_to_token row (no clamp can
+// apply), read without the expected-token pool, is a run: entry e of it is position
+// start + (e - first entry), read straight from the row's cells. That is most of every verify,
+// and it costs a compare, a load and the SWA lookup an entry, where the general path re-derives
+// the row's position, index and clamps each time (and a plan-array verify reads 32 bytes of plan
+// an entry).
 struct FusedCursor {
   FusedCursor(const FusedVerifyParams& p, int64_t first)
       : params(&p), row(RowOfEntry(p.scratch, p.in.bs, first)) {}
   VerifyEntry At(int64_t e) {
+    if (e >= run_end && !EnterRun(e)) return General(e);
+    const int64_t position = run_first_position + (e - run_first_entry);
+    VerifyEntry entry;
+    entry.slot = TranslateSlot(params->in.lut, run_cells[position]);
+    entry.prev_slot = position == 0 ? -1
+                      : e > run_first_entry
+                          ? last_slot
+                          : TranslateSlot(params->in.lut, run_cells[position - 1]);
+    entry.position = position;
+    last_slot = entry.slot;
+    return entry;
+  }
+
+  // Starts the run of e's row when the row is one (see above); false otherwise.
+  bool EnterRun(int64_t e) {
+    const PlanInputParams& in = params->in;
+    const ReqToTokenParams& table = in.req_to_token;
+    if (in.verify_sample > 1 || table.paged || (params->check_token && in.pool.data != nullptr)) {
+      return false;
+    }
+    const int64_t r = WalkTo(e);
+    const int64_t begin = params->scratch[r];
+    const int64_t end = r + 1 < in.bs ? params->scratch[r + 1] : FusedEntryCount(*params);
+    const int64_t rp = in.req_pool_indices[r];
+    const RowPositions positions = RowPositionsOf(in, r);
+    // The run's positions [start + (e - begin), start + (end - begin)) lie in [0, width) of a
+    // row inside the table, so no read would clamp; otherwise the general path reads this row.
+    if (begin < 0 || begin > e || end <= e || rp < 0 || rp >= table.rows || positions.start < 0 ||
+        positions.start > table.width || end - begin > table.width - positions.start) {
+      return false;
+    }
+    run_cells = table.data + rp * table.row_stride;
+    run_first_entry = e;
+    run_first_position = positions.start + (e - begin);
+    run_end = end;
+    last_row = -1;  // the general path's `follows` never reaches back past a run
+    return true;
+  }
+
+  VerifyEntry General(int64_t e) {
     const int64_t r = WalkTo(e);
     const int64_t position = PositionOf(r, e);
     const bool follows = r == last_row && position == WrapAdd(last_position, 1);
@@ -184,6 +231,11 @@ struct FusedCursor {
   int64_t last_slot = 0;
   int64_t positions_row = -1;
   RowPositions positions;
+  // The current run: entries [run_first_entry, run_end) at positions from run_first_position.
+  const int32_t* run_cells = nullptr;
+  int64_t run_first_entry = 0;
+  int64_t run_first_position = 0;
+  int64_t run_end = 0;
 };
 
 }  // namespace
