@@ -154,12 +154,12 @@ struct PlannedCursor {
 // follows the last entry's in its row takes that entry's slot as its predecessor instead of
 // reading the table again (every entry of a full verify, all but the first of a sampled run).
 //
-// A row of a full verify whose positions all lie inside its req_to_token row (no clamp can
-// apply), read without the expected-token pool, is a run: entry e of it is position
-// start + (e - first entry), read straight from the row's cells. That is most of every verify,
-// and it costs a compare, a load and the SWA lookup an entry, where the general path re-derives
-// the row's position, index and clamps each time (and a plan-array verify reads 32 bytes of plan
-// an entry).
+// A row of a full verify whose positions all lie inside its req_to_token (or block table) row,
+// so that no clamp can apply, read without the expected-token pool, is a run: entry e of it is
+// position start + (e - first entry), read straight from the row's cells. That is most of every
+// verify, and it costs a compare, a load and the SWA lookup an entry, where the general path
+// re-derives the row's position, index and clamps each time (and a plan-array verify reads 32
+// bytes of plan an entry).
 struct FusedCursor {
   FusedCursor(const FusedVerifyParams& p, int64_t first)
       : params(&p), row(RowOfEntry(p.scratch, p.in.bs, first)) {}
@@ -167,21 +167,27 @@ struct FusedCursor {
     if (e >= run_end && !EnterRun(e)) return General(e);
     const int64_t position = run_first_position + (e - run_first_entry);
     VerifyEntry entry;
-    entry.slot = TranslateSlot(params->in.lut, run_cells[position]);
-    entry.prev_slot = position == 0 ? -1
-                      : e > run_first_entry
-                          ? last_slot
-                          : TranslateSlot(params->in.lut, run_cells[position - 1]);
+    entry.slot = TranslateSlot(params->in.lut, RunCell(position));
+    entry.prev_slot = position == 0         ? -1
+                      : e > run_first_entry ? last_slot
+                                            : TranslateSlot(params->in.lut, RunCell(position - 1));
     entry.position = position;
     last_slot = entry.slot;
     return entry;
+  }
+
+  // The slot of `position` of the run's row, as ReadReqToToken reads it when nothing clamps.
+  int64_t RunCell(int64_t position) const {
+    const ReqToTokenParams& table = params->in.req_to_token;
+    if (table.paged) return ReadPagedSlot(table, run_row_base, position);
+    return table.data[run_row_base + position];
   }
 
   // Starts the run of e's row when the row is one (see above); false otherwise.
   bool EnterRun(int64_t e) {
     const PlanInputParams& in = params->in;
     const ReqToTokenParams& table = in.req_to_token;
-    if (in.verify_sample > 1 || table.paged || (params->check_token && in.pool.data != nullptr)) {
+    if (in.verify_sample > 1 || (params->check_token && in.pool.data != nullptr)) {
       return false;
     }
     const int64_t r = WalkTo(e);
@@ -195,7 +201,7 @@ struct FusedCursor {
         positions.start > table.width || end - begin > table.width - positions.start) {
       return false;
     }
-    run_cells = table.data + rp * table.row_stride;
+    run_row_base = rp * table.row_stride;
     run_first_entry = e;
     run_first_position = positions.start + (e - begin);
     run_end = end;
@@ -232,7 +238,7 @@ struct FusedCursor {
   int64_t positions_row = -1;
   RowPositions positions;
   // The current run: entries [run_first_entry, run_end) at positions from run_first_position.
-  const int32_t* run_cells = nullptr;
+  int64_t run_row_base = 0;  // the row's first cell
   int64_t run_first_entry = 0;
   int64_t run_first_position = 0;
   int64_t run_end = 0;
