@@ -8,7 +8,6 @@
 // fake engines.
 #include <gtest/gtest.h>
 
-#include <chrono>
 #include <cstdint>
 #include <vector>
 
@@ -102,22 +101,12 @@ TEST(PipelineParallel, EachStageChecksItsOwnLayersAndEveryStageSeesASharedTableF
 // all-reduce once a step; the second stage's layer 3 takes a flipped byte before step
 // kBreakAtStep.
 testing::RankOutcomes RunTwoStages(Mode mode) {
-  testing::ThreadCollective collective;
-  testing::RankOutcomes outcomes;
   testing::RankPlan plan;
   plan.options = StageOptions(mode);
   plan.break_rank = [](FakeEngine& stage, int64_t row) {
     stage.FlipKByte(stage.SlotOf(row, 5), 3, /*layer=*/1);
   };
-  const bool finished = testing::RunBothRanks(
-      [&](int stage) {
-        testing::ThreadCollective::Reducer reducer(&collective);
-        testing::RunRank(stage, mode, Device::CPU(), &reducer, &outcomes[stage], plan);
-      },
-      std::chrono::seconds(120), [] {});
-  EXPECT_TRUE(finished);
-  EXPECT_FALSE(collective.hung()) << "a stage waited in a collective its peer never joined";
-  return outcomes;
+  return testing::RunTwoCpuRanks(mode, plan);
 }
 
 TEST(PipelineParallel, RaiseModeStopsEveryStageWhenOneStagesLayersBreak) {

@@ -88,26 +88,12 @@ TEST(RankSignal, OffByDefault) {
   EXPECT_EQ(peers.calls, 0);
 }
 
-testing::RankOutcomes RunTwoCpuRanks(Mode mode) {
-  testing::ThreadCollective collective;
-  testing::RankOutcomes outcomes;
-  const bool finished = testing::RunBothRanks(
-      [&](int rank) {
-        testing::ThreadCollective::Reducer reducer(&collective);
-        testing::RunRank(rank, mode, Device::CPU(), &reducer, &outcomes[rank]);
-      },
-      std::chrono::seconds(120), [] {});
-  EXPECT_TRUE(finished);
-  EXPECT_FALSE(collective.hung()) << "a rank waited in a collective its peer never joined";
-  return outcomes;
-}
-
 TEST(RankSignal, TwoRanksInRaiseModeStopAtTheSameStepWithoutAHang) {
-  testing::ExpectBothRaisedTogether(RunTwoCpuRanks(Mode::kRaise));
+  testing::ExpectBothRaisedTogether(testing::RunTwoCpuRanks(Mode::kRaise));
 }
 
 TEST(RankSignal, TwoRanksInLogModeBothKeepServing) {
-  testing::ExpectBothKeptServing(RunTwoCpuRanks(Mode::kLog));
+  testing::ExpectBothKeptServing(testing::RunTwoCpuRanks(Mode::kLog));
 }
 
 TEST(RankSignal, NcclReducerNeedsACommunicator) {

@@ -1,7 +1,10 @@
 // An in-process stand-in for a collective of kRanks ranks on threads: the all-reduce (MAX) of the
 // violation signal blocks like a real collective, so two ranks' tests show they meet every step
-// and stop together (test_rank_signal.cpp, test_pipeline_parallel.cpp).
+// and stop together (test_rank_signal.cpp, test_pipeline_parallel.cpp); and the runner of two
+// CPU ranks through it.
 #pragma once
+
+#include <gtest/gtest.h>
 
 #include <algorithm>
 #include <chrono>
@@ -64,5 +67,21 @@ class ThreadCollective {
   int32_t result_ = 0;
   bool hung_ = false;
 };
+
+// Runs both ranks on the CPU, on their own threads, through one ThreadCollective: what `plan`
+// describes (RunRank), with the signal on. Expects that both finished and neither hung.
+inline RankOutcomes RunTwoCpuRanks(Mode mode, const RankPlan& plan = {}) {
+  ThreadCollective collective;
+  RankOutcomes outcomes;
+  const bool finished = RunBothRanks(
+      [&](int rank) {
+        ThreadCollective::Reducer reducer(&collective);
+        RunRank(rank, mode, Device::CPU(), &reducer, &outcomes[rank], plan);
+      },
+      std::chrono::seconds(120), [] {});
+  EXPECT_TRUE(finished);
+  EXPECT_FALSE(collective.hung()) << "a rank waited in a collective its peer never joined";
+  return outcomes;
+}
 
 }  // namespace kvcanary::runtime::testing
