@@ -154,25 +154,33 @@ struct PlannedCursor {
 // follows the last entry's in its row takes that entry's slot as its predecessor instead of
 // reading the table again (every entry of a full verify, all but the first of a sampled run).
 //
-// A row of a full verify whose positions all lie inside its req_to_token (or block table) row,
-// so that no clamp can apply, read without the expected-token pool, is a run: entry e of it is
-// position start + (e - first entry), read straight from the row's cells. That is most of every
-// verify, and it costs a compare, a load and the SWA lookup an entry, where the general path
-// re-derives the row's position, index and clamps each time (and a plan-array verify reads 32
-// bytes of plan an entry).
+// A row whose positions all lie inside its req_to_token (or block-table) row, so that no clamp
+// can apply, read without the expected-token pool, is a run: the position of its j-th entry
+// (start + j, or the j-th sampled position) is read straight from the row's cells. That is most of
+// every verify, and it costs a compare, a load and the SWA lookup an entry, where the general path
+// re-derives the row, its positions, the index and the clamps each time (and a plan-array verify
+// reads 32 bytes of plan an entry).
 struct FusedCursor {
   FusedCursor(const FusedVerifyParams& p, int64_t first)
       : params(&p), row(RowOfEntry(p.scratch, p.in.bs, first)) {}
   VerifyEntry At(int64_t e) {
     if (e >= run_end && !EnterRun(e)) return General(e);
-    const int64_t position = run_first_position + (e - run_first_entry);
+    const int64_t position = PositionInRow(params->in, run_positions, e - run_row_begin);
+    // A guard that costs two compares (EnterRun proved every position of the run in range); it
+    // ends the run, so no later entry takes a predecessor from across the general path.
+    if (position < 0 || position >= params->in.req_to_token.width) {
+      run_end = 0;
+      return General(e);
+    }
+    const bool follows = e > run_first_entry && position == run_last_position + 1;
     VerifyEntry entry;
     entry.slot = TranslateSlot(params->in.lut, RunCell(position));
-    entry.prev_slot = position == 0         ? -1
-                      : e > run_first_entry ? last_slot
-                                            : TranslateSlot(params->in.lut, RunCell(position - 1));
+    entry.prev_slot = position == 0 ? -1
+                      : follows     ? last_slot
+                                    : TranslateSlot(params->in.lut, RunCell(position - 1));
     entry.position = position;
     last_slot = entry.slot;
+    run_last_position = position;
     return entry;
   }
 
@@ -187,23 +195,25 @@ struct FusedCursor {
   bool EnterRun(int64_t e) {
     const PlanInputParams& in = params->in;
     const ReqToTokenParams& table = in.req_to_token;
-    if (in.verify_sample > 1 || (params->check_token && in.pool.data != nullptr)) {
-      return false;
-    }
+    if (params->check_token && in.pool.data != nullptr) return false;
     const int64_t r = WalkTo(e);
     const int64_t begin = params->scratch[r];
     const int64_t end = r + 1 < in.bs ? params->scratch[r + 1] : FusedEntryCount(*params);
     const int64_t rp = in.req_pool_indices[r];
+    if (begin < 0 || begin > e || end <= e || rp < 0 || rp >= table.rows) return false;
     const RowPositions positions = RowPositionsOf(in, r);
-    // The run's positions [start + (e - begin), start + (end - begin)) lie in [0, width) of a
-    // row inside the table, so no read would clamp; otherwise the general path reads this row.
-    if (begin < 0 || begin > e || end <= e || rp < 0 || rp >= table.rows || positions.start < 0 ||
-        positions.start > table.width || end - begin > table.width - positions.start) {
-      return false;
-    }
+    // Every position an entry of [begin, end) reads lies in [0, width): a full verify's run
+    // [start, start + (end - begin)); a sampled one's lie in [start, newest] or are the newest.
+    const int64_t newest = WrapSub(positions.end, 1);
+    const bool inside = in.verify_sample <= 1
+                            ? positions.start >= 0 && positions.start <= table.width &&
+                                  end - begin <= table.width - positions.start
+                            : positions.start >= 0 && newest >= 0 && newest < table.width;
+    if (!inside) return false;
     run_row_base = rp * table.row_stride;
+    run_positions = positions;
+    run_row_begin = begin;
     run_first_entry = e;
-    run_first_position = positions.start + (e - begin);
     run_end = end;
     last_row = -1;  // the general path's `follows` never reaches back past a run
     return true;
@@ -237,10 +247,13 @@ struct FusedCursor {
   int64_t last_slot = 0;
   int64_t positions_row = -1;
   RowPositions positions;
-  // The current run: entries [run_first_entry, run_end) at positions from run_first_position.
-  int64_t run_row_base = 0;  // the row's first cell
+  // The current run: entries [run_first_entry, run_end) of the row whose entries begin at
+  // run_row_begin, its positions and first cell.
+  RowPositions run_positions;
+  int64_t run_row_base = 0;
+  int64_t run_row_begin = 0;
   int64_t run_first_entry = 0;
-  int64_t run_first_position = 0;
+  int64_t run_last_position = 0;
   int64_t run_end = 0;
 };
 
