@@ -13,6 +13,7 @@
 
 #include "kvcanary/runtime/canary_manager.h"
 #include "runtime/fake_engine.h"
+#include "runtime/perturbation_util.h"
 #include "runtime/thread_collective.h"
 #include "runtime/two_ranks.h"
 
@@ -33,28 +34,6 @@ FakeEngineOptions StageOptions(Mode mode) {
   return options;
 }
 
-// The violation rows a stage's reporter showed, with the step each was shown at.
-struct Shown {
-  std::vector<ViolationRow> rows;
-  std::vector<int64_t> steps;
-  bool Has(CanaryLaunchTag tag, int64_t bit, int64_t slot) const {
-    for (const ViolationRow& row : rows) {
-      if (row.kernel_kind == static_cast<int64_t>(tag) && (row.fail_reason_bits & bit) != 0 &&
-          row.slot_idx == slot) {
-        return true;
-      }
-    }
-    return false;
-  }
-};
-
-void Listen(FakeEngine& stage, Shown& shown) {
-  stage.canary->SetViolationListener([&shown](const ViolationRow& row, int64_t step) {
-    shown.rows.push_back(row);
-    shown.steps.push_back(step);
-  });
-}
-
 // One forward of the pipeline: each stage runs its layers in order, each inside its own phases.
 void StepPipeline(std::vector<FakeEngine*> stages) {
   for (FakeEngine* stage : stages) stage->Step();
@@ -63,9 +42,9 @@ void StepPipeline(std::vector<FakeEngine*> stages) {
 TEST(PipelineParallel, EachStageChecksItsOwnLayersAndEveryStageSeesASharedTableFault) {
   FakeEngine first(StageOptions(Mode::kLog));
   FakeEngine second(StageOptions(Mode::kLog));
-  Shown first_shown, second_shown;
-  Listen(first, first_shown);
-  Listen(second, second_shown);
+  Recorder first_shown, second_shown;  // the rows each stage's reporter showed, and their steps
+  Record(*first.canary, first_shown);
+  Record(*second.canary, second_shown);
   // The scheduler's decisions reach every stage: the same requests in the same slots.
   for (FakeEngine* stage : {&first, &second}) {
     stage->AddRequest(12);
@@ -79,18 +58,15 @@ TEST(PipelineParallel, EachStageChecksItsOwnLayersAndEveryStageSeesASharedTableF
   second.FlipKByte(flipped, 3, /*layer=*/1);
   for (int i = 0; i < 2; ++i) StepPipeline({&first, &second});
   EXPECT_TRUE(first_shown.rows.empty()) << "the first stage's pool was never touched";
-  EXPECT_TRUE(second_shown.Has(CanaryLaunchTag::kTailKFull, FailReason::kVerifyRealKvHashMismatch,
-                               flipped));
+  EXPECT_TRUE(Caught(second_shown, kTailK, FailReason::kVerifyRealKvHashMismatch, flipped));
 
   // The scheduler remaps position 4 of request 2 to a live slot of request 1, on every stage.
   const int64_t remapped = first.SlotOf(1, 6);
   for (FakeEngine* stage : {&first, &second}) stage->SetSlot(2, 4, remapped);
   const size_t second_before = second_shown.rows.size();
   for (int i = 0; i < 2; ++i) StepPipeline({&first, &second});
-  EXPECT_TRUE(
-      first_shown.Has(CanaryLaunchTag::kHeadKFull, FailReason::kVerifyPositionMismatch, remapped));
-  EXPECT_TRUE(
-      second_shown.Has(CanaryLaunchTag::kHeadKFull, FailReason::kVerifyPositionMismatch, remapped));
+  EXPECT_TRUE(Caught(first_shown, kHeadK, FailReason::kVerifyPositionMismatch, remapped));
+  EXPECT_TRUE(Caught(second_shown, kHeadK, FailReason::kVerifyPositionMismatch, remapped));
   // Both stages report it at the same step: their runtimes step together.
   ASSERT_FALSE(first_shown.steps.empty());
   ASSERT_GT(second_shown.steps.size(), second_before);
