@@ -78,7 +78,8 @@ class BenchDevice {
   virtual TimingStats TimeLoadedChain(int reps, int64_t steps) = 0;
 
   // The random-gather ceiling of `in` (gather.h): on CUDA the best median over several grids,
-  // each timed as graph replays; on the CPU one pass over every core.
+  // each timed as graph replays; on the CPU the best median over several prefetch distances, each
+  // one pass over every core.
   virtual TimingStats TimeGather(int reps, const GatherInputs& in) = 0;
   // A graph of `launches` empty kernels in sequence, replayed (CUDA): the floor under a step of
   // that many launches. reps 0 (nothing measured) on the CPU, where a call has no launch.

@@ -4,19 +4,12 @@
 
 namespace kvcanary::bench {
 
-namespace {
-
-// As far ahead as the CPU verify asks for its records: misses of independent entries overlap.
-constexpr int64_t kPrefetchDistance = 16;
-
-}  // namespace
-
-uint64_t GatherOnHost(const GatherInputs& in) {
+uint64_t GatherOnHost(const GatherInputs& in, int64_t prefetch_distance) {
   uint64_t fold = 0;
 #pragma omp parallel for reduction(^ : fold) schedule(static)
   for (int64_t e = 0; e < in.entries; ++e) {
-    if (e + kPrefetchDistance < in.entries) {
-      const int64_t ahead = in.slots[e + kPrefetchDistance];
+    if (e + prefetch_distance < in.entries) {
+      const int64_t ahead = in.slots[e + prefetch_distance];
       __builtin_prefetch(in.records + ahead * 32);
       if (in.strips != nullptr) __builtin_prefetch(in.strips + ahead * in.strip_stride);
     }

@@ -70,7 +70,8 @@ double StepLimitUs(const CaseResult& r, const BenchResults& results) {
 void PrintLimits(std::ostream& out, const BenchResults& results) {
   out << "\nlimits: gather = the random-gather ceiling of the case's entries (one random 32-byte "
          "record each, and one random 16-byte strip in partial, indices read in order; the best "
-         "of several grids); launch floor = a graph of empty kernels";
+         "of several grids on CUDA, of several prefetch distances on the CPU); launch floor = a "
+         "graph of empty kernels";
   if (results.launch_floor_one.reps > 0) {
     out << ": one " << Time(results.launch_floor_one) << " µs, " << kStepLaunches
         << " (a step's launches) " << Time(results.launch_floor_step) << " µs";

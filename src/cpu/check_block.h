@@ -11,7 +11,7 @@
 namespace kvcanary::cpu {
 
 // The most entries one CheckBlock call takes.
-inline constexpr int kCheckBlockEntries = 16;
+inline constexpr int kCheckBlockEntries = 128;
 
 // A failing entry of a block: its index in the block and the row CheckEntry would give.
 struct BlockFailure {

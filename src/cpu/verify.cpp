@@ -20,10 +20,11 @@ namespace {
 // strips of a derived block are then prefetched back to back. Every entry costs a few random cache
 // misses (its record, one strip per layer of each source); prefetches spread among the check's
 // instructions leave the core waiting on one miss at a time, while a burst keeps many in flight.
-// A burst larger than the core's miss buffers stalls it instead: on the 2-core EPYC development
-// machine bursts of about 16 lines did best (8 and 32 were slower), so a block holds as many
-// entries as fit 16 lines, a power of two (blocks then never straddle the ring's end).
-constexpr int64_t kBurstLines = 16;
+// How large a burst pays depends on how many instructions the check puts between bursts: with the
+// screen in CheckBlock (a few dozen an entry) bursts of 128 lines beat 64, 32 and 16 on the 2-core
+// EPYC development machine. A block holds as many entries as fit its burst, a power of two (blocks
+// then never straddle the ring's end).
+constexpr int64_t kBurstLines = 128;
 constexpr int64_t kLookaheadSlots = 2 * kCheckBlockEntries;
 
 // The entries per block for a launch: the largest power of two <= kCheckBlockEntries whose lines
