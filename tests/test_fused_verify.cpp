@@ -99,7 +99,8 @@ void ExpectSameOutcome(const CanaryState& planned, const CanaryState& fused) {
   EXPECT_EQ(b.kernel_runs, a.kernel_runs);
 }
 
-// Seeded cases of FusedVerify against Plan + Verify; `sampled`: with a verify_sample K in
+// Seeded cases of FusedVerify against Plan + Verify (a paired FusedVerify against Verify of K, then
+// of V); `sampled`: with a verify_sample K in
 // {1, 2, 3, 8, 16} and a phase of any sign (sampled verify).
 void ExpectFusedChecksWhatPlanThenVerifyChecks(bool sampled) {
   int64_t rows_seen = 0, clean_entries_seen = 0;
@@ -146,14 +147,22 @@ void ExpectFusedChecksWhatPlanThenVerifyChecks(bool sampled) {
       full.num_valid[0] = offsets_only.num_valid[0] = count;
     }
 
-    VerifyArgs planned{ContextWith(k, sources, mode), full.verify(), check_token};
+    // A paired fused verify against two plain ones, K then V; in half the pairs V reports into
+    // K's ring, as a runtime's halves do, so the order of the two halves' rows is checked too.
+    const bool shared_ring = paired && rng.Chance(0.5);
+    const auto v_context = [&](CanaryState& state_v, CanaryState& state_k) {
+      LaunchContext context = ContextWith(state_v, sources, mode);
+      if (shared_ring) {
+        context.violation_ring = state_k.ring.view();
+        context.violation_write_index = state_k.write_index.view();
+      }
+      return context;
+    };
     fused.context = ContextWith(fused_k, sources, mode);
     fused.check_verify_expected_token = check_token;
-    if (paired) {
-      planned.paired_context = ContextWith(v, sources, mode);
-      fused.paired_context = ContextWith(fused_v, sources, mode);
-    }
-    Verify(planned);
+    if (paired) fused.paired_context = v_context(fused_v, fused_k);
+    Verify(VerifyArgs{ContextWith(k, sources, mode), full.verify(), check_token});
+    if (paired) Verify(VerifyArgs{v_context(v, k), full.verify(), check_token});
     FusedVerify(fused);
     ExpectSameOutcome(k, fused_k);
     if (paired) ExpectSameOutcome(v, fused_v);

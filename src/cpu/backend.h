@@ -20,6 +20,13 @@ void RunHalf(const VerifyParams& params);
 // Plan entries and verify in one pass: checks what PlanEntries + Verify would.
 void RunHalf(const FusedVerifyParams& params);
 void RunHalf(const WriteParams& params);
+// Both halves of a paired launch, as RunHalf on each in order (a verify's halves that share their
+// plan derive each entry once for both).
+void RunHalves(const VerifyHalves& halves);
+void RunHalves(const FusedVerifyHalves& halves);
+inline void RunHalves(const WriteHalves& halves) {
+  for (int h = 0; h < halves.num_halves; ++h) RunHalf(halves.half[h]);
+}
 // The stage's parts in order: Plan (with has_plan), each verify half, each write half, then
 // AdvancePhase (with has_advance).
 void RunStage(const StageParams& params);

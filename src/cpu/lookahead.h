@@ -25,12 +25,23 @@ namespace kvcanary::cpu {
 constexpr int64_t kBurstLines = 128;
 constexpr int64_t kLookaheadSlots = 2 * kCheckBlockEntries;
 
-// The entries per block for a launch: the largest power of two <= kCheckBlockEntries whose lines
-// (a record and a strip per layer of each source, per entry) fit in a burst; at least 1.
-inline int64_t BlockEntriesFor(const RealKvParams& real_kv) {
-  int64_t lines = 1;
-  for (int32_t i = 0; i < real_kv.num_sources; ++i) {
-    lines += std::min<int64_t>(real_kv.sources[i].num_layers, kBurstLines);
+// The launches a verify checks against the same entries: one, or the K and V halves of a paired
+// launch, whose entries are then derived (and their lines prefetched) once for both.
+struct Launches {
+  const LaunchParams* of[kMaxHalves] = {};
+  int count = 0;
+};
+
+// The entries per block: the largest power of two <= kCheckBlockEntries whose lines (for each
+// launch a record and a strip per layer of each source, per entry) fit in a burst; at least 1.
+inline int64_t BlockEntriesFor(const Launches& launches) {
+  int64_t lines = 0;
+  for (int l = 0; l < launches.count; ++l) {
+    const RealKvParams& real_kv = launches.of[l]->real_kv;
+    lines += 1;
+    for (int32_t i = 0; i < real_kv.num_sources; ++i) {
+      lines += std::min<int64_t>(real_kv.sources[i].num_layers, kBurstLines);
+    }
   }
   int64_t block = kCheckBlockEntries;
   while (block > 1 && block * lines > kBurstLines) block /= 2;
@@ -58,33 +69,23 @@ inline void PrefetchEntry(const LaunchParams& launch, const VerifyEntry& entry) 
 }
 
 // The lines PrefetchEntry asks for, as a base and a stride each, worked out once a launch: a slot's
-// record, and its strip in each layer of each source. Each burst entry then costs a multiply and a
-// prefetch a line instead of PrefetchEntry's walk over the sources. That count matters: while a
-// burst's first prefetches wait on their page walks nothing after them retires, so the fewer
-// instructions an entry, the more of the burst is in flight by then. Sources paged in pages of
-// more than one token, or with fewer rows than the pool has slots, keep PrefetchEntry.
+// record, and its strip in each layer of each source, for each launch. Each burst entry then costs
+// a multiply and a prefetch a line instead of PrefetchEntry's walk over the sources. That count
+// matters: while a burst's first prefetches wait on their page walks nothing after them retires,
+// so the fewer instructions an entry, the more of the burst is in flight by then. Sources paged in
+// pages of more than one token or with fewer rows than the pool has slots, and launches over pools
+// of different sizes, keep PrefetchEntry.
 class SlotLines {
  public:
-  explicit SlotLines(const LaunchParams& launch) : launch_(launch) {
-    Add(launch.canary, launch.slot_stride_bytes);
-    for (int32_t i = 0; i < launch.real_kv.num_sources; ++i) {
-      const RealKvSourceParams& source = launch.real_kv.sources[i];
-      if (source.page_size != 1 || source.rows < launch.num_slots) {
-        fallback_ = true;
-        return;
-      }
-      for (int64_t layer = 0; layer < source.num_layers; ++layer) {
-        if (count_ == kMaxLines) {
-          fallback_ = true;
-          return;
-        }
-        Add(LayerBase(source, layer), source.row_stride_bytes);
-      }
-    }
+  explicit SlotLines(const Launches& launches) : launches_(launches) {
+    for (int l = 0; l < launches.count && !fallback_; ++l) AddLaunch(*launches.of[l]);
   }
   void Prefetch(const VerifyEntry& entry) const {
-    if (fallback_) return PrefetchEntry(launch_, entry);
-    if (!IsCheckedSlot(launch_, entry.slot)) return;
+    if (fallback_) {
+      for (int l = 0; l < launches_.count; ++l) PrefetchEntry(*launches_.of[l], entry);
+      return;
+    }
+    if (!IsCheckedSlot(*launches_.of[0], entry.slot)) return;
     const auto slot = static_cast<uintptr_t>(entry.slot);
     PrefetchLine(reinterpret_cast<const void*>(base_[0] + slot * stride_[0]));
     for (int i = 1; i < count_; ++i) {
@@ -94,12 +95,27 @@ class SlotLines {
 
  private:
   static constexpr int kMaxLines = 8;
+  void AddLaunch(const LaunchParams& launch) {
+    fallback_ |= launch.num_slots != launches_.of[0]->num_slots;
+    Add(launch.canary, launch.slot_stride_bytes);
+    for (int32_t i = 0; i < launch.real_kv.num_sources && !fallback_; ++i) {
+      const RealKvSourceParams& source = launch.real_kv.sources[i];
+      fallback_ |= source.page_size != 1 || source.rows < launch.num_slots;
+      for (int64_t layer = 0; layer < source.num_layers && !fallback_; ++layer) {
+        Add(LayerBase(source, layer), source.row_stride_bytes);
+      }
+    }
+  }
   void Add(const uint8_t* base, int64_t stride) {
+    if (count_ == kMaxLines) {
+      fallback_ = true;
+      return;
+    }
     base_[count_] = reinterpret_cast<uintptr_t>(base);
     stride_[count_] = static_cast<uintptr_t>(stride);
     ++count_;
   }
-  const LaunchParams& launch_;
+  Launches launches_;
   uintptr_t base_[kMaxLines] = {};
   uintptr_t stride_[kMaxLines] = {};
   int count_ = 0;
@@ -112,11 +128,11 @@ class SlotLines {
 template <typename Cursor>
 class Lookahead {
  public:
-  Lookahead(const LaunchParams& launch, Cursor cursor, int64_t first, int64_t end)
-      : launch_(launch),
-        lines_(launch),
+  Lookahead(const Launches& launches, Cursor cursor, int64_t first, int64_t end)
+      : launches_(launches),
+        lines_(launches),
         cursor_(cursor),
-        block_(BlockEntriesFor(launch.real_kv)),
+        block_(BlockEntriesFor(launches)),
         first_(first),
         end_(end),
         next_(first) {
@@ -150,14 +166,16 @@ class Lookahead {
     int64_t previous_slot = previous_slot_;
     for (int64_t e = block_first; e < block_end; ++e) {
       const VerifyEntry& entry = ring_[(e - first_) & (kLookaheadSlots - 1)];
-      if (entry.prev_slot != previous_slot && IsCheckedSlot(launch_, entry.prev_slot)) {
-        PrefetchLine(launch_.canary + entry.prev_slot * launch_.slot_stride_bytes);
+      for (int l = 0; l < launches_.count && entry.prev_slot != previous_slot; ++l) {
+        const LaunchParams& launch = *launches_.of[l];
+        if (!IsCheckedSlot(launch, entry.prev_slot)) continue;
+        PrefetchLine(launch.canary + entry.prev_slot * launch.slot_stride_bytes);
       }
       previous_slot = entry.slot;
     }
     previous_slot_ = previous_slot;
   }
-  const LaunchParams& launch_;
+  Launches launches_;
   SlotLines lines_;
   Cursor cursor_;
   int64_t block_;

@@ -5,8 +5,8 @@ namespace kvcanary::cpu {
 
 void RunStage(const StageParams& params) {
   if (params.has_plan) Plan(params.plan);
-  for (int h = 0; h < params.verify.num_halves; ++h) RunHalf(params.verify.half[h]);
-  for (int h = 0; h < params.write.num_halves; ++h) RunHalf(params.write.half[h]);
+  RunHalves(params.verify);
+  RunHalves(params.write);
   if (params.has_advance) AdvancePhase(params.advance);
 }
 

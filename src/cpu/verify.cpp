@@ -2,6 +2,7 @@
 // derived from the plan inputs). Entries are checked in parallel chunks; each chunk keeps its rows
 // and the rows are recorded in entry order afterwards.
 #include <algorithm>
+#include <initializer_list>
 #include <vector>
 
 #include "core/real_kv.h"
@@ -22,40 +23,54 @@ struct ChunkRows {
   int64_t dropped = 0;
 };
 
-// Counts the launch, then checks entries [0, n) of an enabled launch. make_cursor(first) gives an
-// object whose At(e) returns entry e, asked for in increasing e from `first`.
+// Counts each launch, then checks entries [0, n) of an enabled one against each launch, deriving
+// every entry once. make_cursor(first) gives an object whose At(e) returns entry e, asked for in
+// increasing e from `first`. Counters and rows come out as from one call per launch in order:
+// every row of the first launch is recorded before any of the second's.
 template <typename MakeCursor>
-void CheckEntries(const LaunchParams& launch, bool check_token, bool enabled, int64_t n,
+void CheckEntries(const Launches& launches, bool check_token, bool enabled, int64_t n,
                   MakeCursor&& make_cursor) {
-  *launch.kernel_run_counter = WrapAdd(*launch.kernel_run_counter, 1);
+  for (int l = 0; l < launches.count; ++l) {
+    const LaunchParams& launch = *launches.of[l];
+    *launch.kernel_run_counter = WrapAdd(*launch.kernel_run_counter, 1);
+    if (enabled) *launch.slot_run_counter = WrapAdd(*launch.slot_run_counter, n);
+  }
   if (!enabled) return;
-  *launch.slot_run_counter = WrapAdd(*launch.slot_run_counter, n);
   const int chunks = ChunkCount(n);
   // A chunk's row i lands at write_index + (rows of earlier chunks) + i, so only its first
   // `keep` rows can reach the ring; the others are counted, not buffered: host memory stays
-  // bounded by the ring's capacity, not by the number of failing entries.
-  const int64_t keep = std::max<int64_t>(0, launch.ring_capacity - *launch.write_index);
-  std::vector<ChunkRows> found(chunks);
+  // bounded by the ring's capacity, not by the number of failing entries. (A later launch's rows
+  // land after the earlier launches' when they share a ring: its `keep` is then an upper bound.)
+  int64_t keep[kMaxHalves];
+  std::vector<ChunkRows> found[kMaxHalves];
+  for (int l = 0; l < launches.count; ++l) {
+    keep[l] = std::max<int64_t>(0, launches.of[l]->ring_capacity - *launches.of[l]->write_index);
+    found[l].resize(chunks);
+  }
   ForEachChunk(n, chunks, [&](int chunk, int64_t begin, int64_t end) {
-    Lookahead lookahead(launch, make_cursor(begin), begin, end);
+    Lookahead lookahead(launches, make_cursor(begin), begin, end);
     BlockFailure failures[kCheckBlockEntries];
     for (int64_t first = begin; first < end; first += lookahead.block()) {
       const int count = static_cast<int>(std::min(lookahead.block(), end - first));
-      const int failing =
-          CheckBlock(launch, check_token, lookahead.TakeBlock(first), count, failures);
-      ChunkRows& rows = found[chunk];
-      for (int k = 0; k < failing; ++k) {
-        if (static_cast<int64_t>(rows.kept.size()) < keep) {
-          rows.kept.push_back(failures[k].row);
-        } else {
-          rows.dropped += 1;
+      const VerifyEntry* entries = lookahead.TakeBlock(first);
+      for (int l = 0; l < launches.count; ++l) {
+        const int failing = CheckBlock(*launches.of[l], check_token, entries, count, failures);
+        ChunkRows& rows = found[l][chunk];
+        for (int k = 0; k < failing; ++k) {
+          if (static_cast<int64_t>(rows.kept.size()) < keep[l]) {
+            rows.kept.push_back(failures[k].row);
+          } else {
+            rows.dropped += 1;
+          }
         }
       }
     }
   });
-  for (const ChunkRows& rows : found) {
-    RecordViolations(launch, rows.kept);
-    CountDroppedViolations(launch, rows.dropped);
+  for (int l = 0; l < launches.count; ++l) {
+    for (const ChunkRows& rows : found[l]) {
+      RecordViolations(*launches.of[l], rows.kept);
+      CountDroppedViolations(*launches.of[l], rows.dropped);
+    }
   }
 }
 
@@ -176,19 +191,60 @@ struct FusedCursor {
   int64_t run_end = 0;
 };
 
-}  // namespace
+Launches LaunchesOf(std::initializer_list<const LaunchParams*> launches) {
+  Launches out;
+  for (const LaunchParams* launch : launches) out.of[out.count++] = launch;
+  return out;
+}
 
-void RunHalf(const VerifyParams& params) {
+// The halves of a paired verify share everything but their launch (the ops build both from one
+// call's arguments); a guard, so that halves which did not would run one by one.
+bool SharePlan(const VerifyParams& a, const VerifyParams& b) {
+  return a.slot_indices == b.slot_indices && a.expected_tokens == b.expected_tokens &&
+         a.expected_positions == b.expected_positions &&
+         a.prev_slot_indices == b.prev_slot_indices && a.num_valid == b.num_valid &&
+         a.enable == b.enable && a.capacity == b.capacity && a.check_token == b.check_token;
+}
+
+bool SharePlan(const FusedVerifyParams& a, const FusedVerifyParams& b) {
+  const PlanInputParams& x = a.in;
+  const PlanInputParams& y = b.in;
+  return x.req_pool_indices == y.req_pool_indices && x.prefix_lens == y.prefix_lens &&
+         x.bs == y.bs && x.swa_window_size == y.swa_window_size &&
+         x.verify_sample == y.verify_sample && x.verify_phase == y.verify_phase &&
+         x.req_to_token.data == y.req_to_token.data &&
+         x.req_to_token.data64 == y.req_to_token.data64 && x.lut.data == y.lut.data &&
+         x.pool.data == y.pool.data && a.scratch == b.scratch && a.num_valid == b.num_valid &&
+         a.enable == b.enable && a.capacity == b.capacity && a.check_token == b.check_token;
+}
+
+void RunLaunches(const VerifyParams& params, const Launches& launches) {
   const bool enabled = *params.enable != 0;
   const int64_t n = enabled ? ClampCount(*params.num_valid, params.capacity) : 0;  // D2
-  CheckEntries(params.launch, params.check_token, enabled, n,
+  CheckEntries(launches, params.check_token, enabled, n,
                [&](int64_t) { return PlannedCursor{&params}; });
 }
 
-void RunHalf(const FusedVerifyParams& params) {
+void RunLaunches(const FusedVerifyParams& params, const Launches& launches) {
   const int64_t n = FusedEntryCount(params);
-  CheckEntries(params.launch, params.check_token, *params.enable != 0, n,
+  CheckEntries(launches, params.check_token, *params.enable != 0, n,
                [&](int64_t first) { return FusedCursor(params, first < n ? first : n - 1); });
 }
+
+template <typename Params>
+void RunVerifyHalves(const Halves<Params>& halves) {
+  if (halves.num_halves == 2 && SharePlan(halves.half[0], halves.half[1])) {
+    RunLaunches(halves.half[0], LaunchesOf({&halves.half[0].launch, &halves.half[1].launch}));
+    return;
+  }
+  for (int h = 0; h < halves.num_halves; ++h) RunHalf(halves.half[h]);
+}
+
+}  // namespace
+
+void RunHalf(const VerifyParams& params) { RunLaunches(params, LaunchesOf({&params.launch})); }
+void RunHalf(const FusedVerifyParams& params) { RunLaunches(params, LaunchesOf({&params.launch})); }
+void RunHalves(const VerifyHalves& halves) { RunVerifyHalves(halves); }
+void RunHalves(const FusedVerifyHalves& halves) { RunVerifyHalves(halves); }
 
 }  // namespace kvcanary::cpu

@@ -84,7 +84,7 @@ auto HalvesOf(const Args& args, ParamsOf&& params_of) {
 
 // A verify or write op after its checks: validates args with `validate` (both halves, see
 // ValidateWithPair), then runs it on canary_buf's backend over the halves args.context and its
-// pair (their parameters built by `params_of(args, context)`): cpu::RunHalf once per half, or
+// pair (their parameters built by `params_of(args, context)`): cpu::RunHalves, or
 // cuda::LaunchHalves once for both on `stream`.
 template <typename Args, typename Validate, typename ParamsOf>
 void RunPairedOp(const Args& args, StreamHandle stream, Validate&& validate, ParamsOf&& params_of,
@@ -92,10 +92,7 @@ void RunPairedOp(const Args& args, StreamHandle stream, Validate&& validate, Par
   ValidateWithPair(args, validate);
   const auto halves = HalvesOf(args, params_of);
   RunOnBackend(
-      args.context.canary_buf, "canary_buf", op_name,
-      [&] {
-        for (int h = 0; h < halves.num_halves; ++h) cpu::RunHalf(halves.half[h]);
-      },
+      args.context.canary_buf, "canary_buf", op_name, [&] { cpu::RunHalves(halves); },
       // Generic, so a build without the CUDA backend never instantiates (or links) the launch.
       [&](auto device) { return cuda::LaunchHalves(halves, device, stream); });
 }
