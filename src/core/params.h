@@ -206,7 +206,8 @@ struct FusedVerifyParams {
 // The halves of a verify or write launch: a K launch alone, or K and V of one group in one
 // paired launch (half[1] only when num_halves == 2), both built from one call's arguments, so they
 // differ only in their launch. The CUDA kernels take it by value as their grid constant; the CPU
-// backend derives a verify's entries once and checks each against both halves in turn.
+// backend derives a verify's entries once and checks each against both halves in turn (when they
+// fold no real KV; otherwise it runs the halves one after the other).
 inline constexpr int kMaxHalves = 2;
 template <typename Params>
 struct Halves {

@@ -20,8 +20,8 @@ void RunHalf(const VerifyParams& params);
 // Plan entries and verify in one pass: checks what PlanEntries + Verify would.
 void RunHalf(const FusedVerifyParams& params);
 void RunHalf(const WriteParams& params);
-// Both halves of a paired launch, as RunHalf on each in order (a verify's halves that share their
-// plan derive each entry once for both).
+// Both halves of a paired launch, as RunHalf on each in order (a verify's halves that fold no real
+// KV derive each entry once for both).
 void RunHalves(const VerifyHalves& halves);
 void RunHalves(const FusedVerifyHalves& halves);
 inline void RunHalves(const WriteHalves& halves) {
