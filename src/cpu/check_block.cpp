@@ -47,7 +47,7 @@ struct alignas(64) RawLanes {
   uint64_t v[kLanes];
 };
 
-// CheckLanes' width: it runs only on blocks that hold a failure (or a skipped slot).
+// CheckLanes' width: it runs only on blocks that hold a failure.
 constexpr int kNamingLanes = 16;
 
 // out[i] = the slot hash of record (token[i], position[i], prev_hash[i]).
@@ -135,20 +135,26 @@ int CheckLanes(const LaunchParams& launch, bool check_token, const VerifyEntry* 
   return failing;
 }
 
-// True when every entry of the block passes (EntryFailBits 0 for each checked entry); false when
-// some entry fails or a slot is skipped. An entry whose predecessor is the entry before it (every
-// entry but a row's first, in a full verify) takes that entry's record hash, computed in the lanes
-// from the record already loaded: one hash an entry and no second record read. Other entries hash
-// their predecessor's record one by one, as CheckEntry does.
+// True when every entry of the block passes (EntryFailBits 0 for each checked entry; a skipped
+// slot passes, as CheckEntry skips it); false when some entry fails. An entry whose predecessor is
+// the checked entry before it (every entry but a row's first, in a full verify) takes that entry's
+// record hash, computed in the lanes from the record already loaded: one hash an entry and no
+// second record read. Other entries hash their predecessor's record one by one, as CheckEntry
+// does.
 template <int kLanes>
 bool BlockPasses(const LaunchParams& launch, bool check_token, const VerifyEntry* entries,
                  int count) {
   using L = RawLanes<kLanes>;
   L token, position, prev_hash, own_hash, real_kv_hash;
+  bool checked[kLanes];
   bool fails = false;
   for (int i = 0; i < count; ++i) {
     const VerifyEntry& entry = entries[i];
-    if (!IsCheckedSlot(launch, entry.slot)) return false;
+    checked[i] = IsCheckedSlot(launch, entry.slot);
+    if (!checked[i]) {
+      token.v[i] = position.v[i] = prev_hash.v[i] = real_kv_hash.v[i] = 0;
+      continue;
+    }
     const uint8_t* record = launch.canary + entry.slot * launch.slot_stride_bytes;
     token.v[i] = LoadLeU64(record);
     position.v[i] = LoadLeU64(record + 8);
@@ -162,8 +168,9 @@ bool BlockPasses(const LaunchParams& launch, bool check_token, const VerifyEntry
   if (fails) return false;
   RecordHashLanes(token, position, prev_hash, &own_hash);
   for (int i = 0; i < count; ++i) {
+    if (!checked[i]) continue;
     const int64_t prev_slot = entries[i].prev_slot;
-    if (i > 0 && prev_slot == entries[i - 1].slot) {
+    if (i > 0 && checked[i - 1] && prev_slot == entries[i - 1].slot) {
       fails |= prev_hash.v[i] != own_hash.v[i - 1];
     } else if (IsReachablePredecessor(launch, prev_slot)) {
       fails |= prev_hash.v[i] != PredecessorHash(launch, prev_slot);
@@ -173,11 +180,9 @@ bool BlockPasses(const LaunchParams& launch, bool check_token, const VerifyEntry
     for (int i = 0; i < count; ++i) fails |= real_kv_hash.v[i] != 0;
     return !fails;
   }
-  bool checked[kLanes];
-  for (int i = 0; i < count; ++i) checked[i] = true;
   Lanes<kLanes> fingerprint;
   FingerprintLanes(launch.real_kv, entries, checked, count, &fingerprint);
-  for (int i = 0; i < count; ++i) fails |= real_kv_hash.v[i] != fingerprint.v[i];
+  for (int i = 0; i < count; ++i) fails |= checked[i] && real_kv_hash.v[i] != fingerprint.v[i];
   return !fails;
 }
 
