@@ -100,8 +100,8 @@ void ExpectSameOutcome(const CanaryState& planned, const CanaryState& fused) {
 }
 
 // Seeded cases of FusedVerify against Plan + Verify (a paired FusedVerify against Verify of K, then
-// of V); `sampled`: with a verify_sample K in
-// {1, 2, 3, 8, 16} and a phase of any sign (sampled verify).
+// of V); `sampled`: with a verify_sample K in {1, 2, 3, 8, 16} and a phase of any sign (sampled
+// verify).
 void ExpectFusedChecksWhatPlanThenVerifyChecks(bool sampled) {
   int64_t rows_seen = 0, clean_entries_seen = 0;
   for (uint64_t seed = 1; seed <= 400; ++seed) {
