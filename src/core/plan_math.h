@@ -96,22 +96,28 @@ KVC_HOST_DEVICE int64_t ExpectedToken(const TokenPoolParams& pool, int64_t r, in
   return pool.data[rp * pool.row_stride + q];
 }
 
+// The slot verify checks for (req_to_token row rp, position): the table's cell, SWA-translated.
+KVC_HOST_DEVICE int64_t VerifiedSlot(const PlanInputParams& in, int64_t rp, int64_t position) {
+  return TranslateSlot(in.lut, ReadReqToToken(in.req_to_token, rp, position));
+}
+
+// The predecessor slot of (rp, position): -1 at the head; known_prev_slot when prev_known (the
+// slot of (rp, position - 1) already derived, so the table is not read twice).
+KVC_HOST_DEVICE int64_t PredecessorSlot(const PlanInputParams& in, int64_t rp, int64_t position,
+                                        bool prev_known, int64_t known_prev_slot) {
+  if (position <= 0) return -1;
+  return prev_known ? known_prev_slot : VerifiedSlot(in, rp, WrapSub(position, 1));
+}
+
 // The slot, predecessor and position of (req_to_token row rp, position); the expected token is
-// left -1 (ExpectedToken gives it). known_prev_slot, when given, is the slot of (rp, position - 1)
-// already derived, so the table is not read twice.
+// left -1 (ExpectedToken gives it). known_prev_slot, when given, is the slot of (rp, position - 1).
 KVC_HOST_DEVICE VerifyEntry DeriveVerifyEntry(const PlanInputParams& in, int64_t rp,
                                               int64_t position,
                                               const int64_t* known_prev_slot = nullptr) {
   VerifyEntry entry;
-  entry.slot = TranslateSlot(in.lut, ReadReqToToken(in.req_to_token, rp, position));
-  if (position <= 0) {
-    entry.prev_slot = -1;
-  } else if (known_prev_slot != nullptr) {
-    entry.prev_slot = *known_prev_slot;
-  } else {
-    entry.prev_slot =
-        TranslateSlot(in.lut, ReadReqToToken(in.req_to_token, rp, WrapSub(position, 1)));
-  }
+  entry.slot = VerifiedSlot(in, rp, position);
+  entry.prev_slot = PredecessorSlot(in, rp, position, known_prev_slot != nullptr,
+                                    known_prev_slot != nullptr ? *known_prev_slot : 0);
   entry.position = position;
   return entry;
 }
@@ -126,11 +132,11 @@ KVC_HOST_DEVICE void StoreVerifyEntry(const PlanInputParams& in, const VerifyPla
   out.expected_tokens[entry] = ExpectedToken(in.pool, r, rp, position);
 }
 
-// The batch row of verify entry e: the largest r in [0, bs) with scratch[r] <= e (empty rows never
-// win; row 0 when none). REQUIRES bs >= 1. scratch is non-decreasing as stage 1 writes it.
-KVC_HOST_DEVICE int64_t RowOfEntry(const int64_t* scratch, int64_t bs, int64_t e) {
-  int64_t lo = 0, hi = bs;  // answer in [lo, hi)
-  while (hi - lo > 1) {
+// The batch row of verify entry e among rows [lo, hi): the largest r there with scratch[r] <= e,
+// lo when none (or the range is empty). With lo = 0 and hi = bs: the row of e (empty rows never
+// win; row 0 when none). scratch is non-decreasing as stage 1 writes it.
+KVC_HOST_DEVICE int64_t RowOfEntryIn(const int64_t* scratch, int64_t lo, int64_t hi, int64_t e) {
+  while (hi - lo > 1) {  // answer in [lo, hi)
     const int64_t mid = lo + (hi - lo) / 2;
     if (scratch[mid] <= e)
       lo = mid;
@@ -138,6 +144,28 @@ KVC_HOST_DEVICE int64_t RowOfEntry(const int64_t* scratch, int64_t bs, int64_t e
       hi = mid;
   }
   return lo;
+}
+
+// The batch row of verify entry e. REQUIRES bs >= 1.
+KVC_HOST_DEVICE int64_t RowOfEntry(const int64_t* scratch, int64_t bs, int64_t e) {
+  return RowOfEntryIn(scratch, 0, bs, e);
+}
+
+// RowOfEntry's answer (on non-decreasing offsets), found from a guess: the row e would lie in if
+// every row had the same length, checked with two reads and searched from there only when wrong.
+// A decode batch of equal prefixes costs two reads instead of log2(bs) dependent ones; any other
+// batch one more read than the search. REQUIRES bs >= 1.
+KVC_HOST_DEVICE int64_t GuessedRowOfEntry(const int64_t* scratch, int64_t bs, int64_t e) {
+  const int64_t total = scratch[bs];
+  if (total <= 0 || e < 0) return RowOfEntry(scratch, bs, e);
+  // e * bs / total in doubles: exact for e * bs < 2^53 and never overflows; clamped to a row.
+  const double quotient =
+      static_cast<double>(e) * static_cast<double>(bs) / static_cast<double>(total);
+  const int64_t guess =
+      quotient >= static_cast<double>(bs - 1) ? bs - 1 : static_cast<int64_t>(quotient);
+  if (scratch[guess] > e) return RowOfEntryIn(scratch, 0, guess, e);
+  if (guess + 1 == bs || scratch[guess + 1] > e) return guess;
+  return RowOfEntryIn(scratch, guess + 1, bs, e);
 }
 
 // Where batch row r's verified positions lie: what locating its j-th entry needs, derived once

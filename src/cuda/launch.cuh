@@ -6,12 +6,17 @@
 
 #include <atomic>
 #include <cstdint>
+#include <cstdlib>
+#include <utility>
 
 #include "core/params.h"
 #include "core/record.h"
 #include "kvcanary/tensor.h"
 
 namespace kvcanary::cuda {
+
+inline constexpr int kWarpSize = 32;
+inline constexpr unsigned kFullWarp = 0xffffffffu;
 
 // Makes `device` current for the scope of a launch and restores the previous device.
 class DeviceGuard {
@@ -59,6 +64,47 @@ int PersistentGrid(Kernel kernel, int threads, int64_t max_items) {
   const int64_t full = int64_t{blocks_per_sm} * MultiprocessorCount();
   const int64_t needed = (max_items + threads - 1) / threads;
   return static_cast<int>(needed < 1 ? 1 : (needed < full ? needed : full));
+}
+
+// Programmatic dependent launch (sm_90 and later). Every kernel of kvcanary is enqueued so that it
+// may start while the kernel before it on the stream is still finishing, and begins with
+// BeginOverlappedKernel: it waits there until every earlier kernel on the stream has completed
+// and its writes are visible, before touching any memory, so it reads and writes exactly what a
+// plain launch would; only the launch latency between two kernels overlaps. Then it lets the next
+// kernel be launched the same way. A kernel whose every block waits completes after the kernels
+// before it, so the ordering holds along a chain of such launches, and a plain launch after ours
+// (an engine's kernel, a copy, an event) still waits for all of it.
+__device__ inline void BeginOverlappedKernel() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
+// EXPERIMENT ONLY: KVCANARY_EXPERIMENT_PDL=0 launches plainly, for an A/B in one binary.
+inline bool OverlapLaunches() {
+  static const bool overlap = [] {
+    const char* value = std::getenv("KVCANARY_EXPERIMENT_PDL");
+    return value == nullptr || value[0] != '0';
+  }();
+  return overlap;
+}
+
+// kernel<<<blocks, threads, 0, stream>>>(args...) as a programmatic dependent launch: the kernel
+// must begin with BeginOverlappedKernel.
+template <typename... Params, typename... Args>
+cudaError_t LaunchOverlapped(void (*kernel)(Params...), int blocks, int threads,
+                             cudaStream_t stream, Args&&... args) {
+  cudaLaunchAttribute attribute{};
+  attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attribute.val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchConfig_t config{};
+  config.gridDim = dim3(static_cast<unsigned>(blocks));
+  config.blockDim = dim3(static_cast<unsigned>(threads));
+  config.stream = stream;
+  config.attrs = &attribute;
+  config.numAttrs = OverlapLaunches() ? 1 : 0;
+  return cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...);
 }
 
 // Kernels take their params as `const __grid_constant__` values: they read fields through

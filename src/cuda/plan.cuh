@@ -18,6 +18,7 @@ inline constexpr int kEntriesThreads = 256;
 // separate offsets stage leaves them to the caller).
 __global__ void __launch_bounds__(kOffsetsThreads)
     PlanOffsetsKernel(const __grid_constant__ PlanOffsetsParams p, bool zero_write_tail) {
+  BeginOverlappedKernel();
   using Scan = cub::BlockScan<unsigned long long, kOffsetsThreads>;
   __shared__ typename Scan::TempStorage scan_storage;
   const int64_t bs = p.in.bs;
@@ -64,6 +65,7 @@ __global__ void __launch_bounds__(kOffsetsThreads)
 // separate entries op traps as SGLang does (the fused plan never gets there: it clears enable).
 __global__ void __launch_bounds__(kEntriesThreads)
     PlanEntriesKernel(const __grid_constant__ PlanEntriesParams p) {
+  BeginOverlappedKernel();
   const int64_t bs = p.in.bs;
   const int64_t total = p.scratch[bs];
   if (total <= 0 || *p.enable == 0 || bs <= 0) return;
@@ -89,6 +91,7 @@ __global__ void __launch_bounds__(kEntriesThreads)
 // an entry (a clamped or repeated index) each add one, atomically, as the CPU's loop does.
 __global__ void __launch_bounds__(kEntriesThreads)
     AdvancePhaseKernel(const __grid_constant__ AdvancePhaseParams p) {
+  BeginOverlappedKernel();
   const int64_t stride = int64_t{gridDim.x} * blockDim.x;
   const int64_t first = int64_t{blockIdx.x} * blockDim.x + threadIdx.x;
   const int64_t n = p.req_pool_indices == nullptr ? p.len : p.bs;
@@ -105,20 +108,17 @@ __global__ void __launch_bounds__(kEntriesThreads)
 inline cudaError_t LaunchAdvancePhase(const AdvancePhaseParams& p, cudaStream_t stream) {
   const int64_t n = p.req_pool_indices == nullptr ? p.len : p.bs;
   const int blocks = PersistentGrid(AdvancePhaseKernel, kEntriesThreads, n);
-  AdvancePhaseKernel<<<blocks, kEntriesThreads, 0, stream>>>(p);
-  return cudaGetLastError();
+  return LaunchOverlapped(AdvancePhaseKernel, blocks, kEntriesThreads, stream, p);
 }
 
 inline cudaError_t LaunchPlanOffsets(const PlanOffsetsParams& p, bool zero_write_tail,
                                      cudaStream_t stream) {
-  PlanOffsetsKernel<<<1, kOffsetsThreads, 0, stream>>>(p, zero_write_tail);
-  return cudaGetLastError();
+  return LaunchOverlapped(PlanOffsetsKernel, 1, kOffsetsThreads, stream, p, zero_write_tail);
 }
 
 inline cudaError_t LaunchPlanEntries(const PlanEntriesParams& p, cudaStream_t stream) {
   const int blocks = PersistentGrid(PlanEntriesKernel, kEntriesThreads, p.verify.capacity);
-  PlanEntriesKernel<<<blocks, kEntriesThreads, 0, stream>>>(p);
-  return cudaGetLastError();
+  return LaunchOverlapped(PlanEntriesKernel, blocks, kEntriesThreads, stream, p);
 }
 
 }  // namespace kvcanary::cuda

@@ -22,8 +22,6 @@
 namespace kvcanary::cuda {
 
 inline constexpr int kWriteThreads = 128;
-inline constexpr int kWarpSize = 32;
-inline constexpr unsigned kFullWarp = 0xffffffffu;
 
 
 // One token of a chunk, held by one lane; slot -1 past the row's end (never written).
@@ -139,6 +137,7 @@ __device__ inline void StoreFingerprints(const WriteHalves& w, int64_t r, int th
 
 __global__ void __launch_bounds__(kWriteThreads) WriteKernel(const __grid_constant__ WriteHalves w) {
   __shared__ int64_t staging[kMaxHalves][2][kWarpSize];
+  BeginOverlappedKernel();
   const int warp = threadIdx.x / kWarpSize;
   const int lane = threadIdx.x % kWarpSize;
   if (blockIdx.x == 0 && threadIdx.x < w.num_halves) {
@@ -157,8 +156,7 @@ __global__ void __launch_bounds__(kWriteThreads) WriteKernel(const __grid_consta
 
 inline cudaError_t LaunchWrite(const WriteHalves& w, cudaStream_t stream) {
   const int blocks = PersistentGrid(WriteKernel, kWriteThreads, w.half[0].capacity * kWriteThreads);
-  WriteKernel<<<blocks, kWriteThreads, 0, stream>>>(w);
-  return cudaGetLastError();
+  return LaunchOverlapped(WriteKernel, blocks, kWriteThreads, stream, w);
 }
 
 }  // namespace kvcanary::cuda
