@@ -94,11 +94,4 @@ KVC_HOST_DEVICE VerifyEntry FusedEntryAt(const FusedVerifyParams& p, int64_t r, 
   return entry;
 }
 
-// Entry e derived on its own: its row by binary search, then FusedEntryAt (what a lane re-derives
-// to build a violation row).
-KVC_HOST_DEVICE VerifyEntry FusedEntry(const FusedVerifyParams& p, int64_t e) {
-  const int64_t r = RowOfEntry(p.scratch, p.in.bs, e);
-  return FusedEntryAt(p, r, EntryPosition(p.in, p.scratch, r, e));
-}
-
 }  // namespace kvcanary

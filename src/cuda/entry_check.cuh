@@ -22,12 +22,12 @@
 // result equals two separate launches.
 #pragma once
 
+#include <cstdlib>
+
 #include "core/verify_math.h"
 #include "core/wrap.h"
-#include "cuda/launch.cuh"
 #include "cuda/entry_check_old.cuh"
-
-#include <cstdlib>
+#include "cuda/launch.cuh"
 
 namespace kvcanary::cuda {
 
@@ -41,11 +41,6 @@ __device__ inline int64_t EntryCount(const VerifyParams& p) {
   return *p.enable != 0 ? ClampCount(*p.num_valid, p.capacity) : 0;  // D2
 }
 __device__ inline int64_t EntryCount(const FusedVerifyParams& p) { return FusedEntryCount(p); }
-
-__device__ inline VerifyEntry EntryAt(const VerifyParams& p, int64_t e) { return PlannedEntry(p, e); }
-__device__ inline VerifyEntry EntryAt(const FusedVerifyParams& p, int64_t e) {
-  return FusedEntry(p, e);
-}
 
 __device__ inline VerifyEntry WarpEntryAt(const VerifyParams& p, int64_t e, int64_t n, int) {
   return e < n ? PlannedEntry(p, e) : VerifyEntry{};
@@ -109,19 +104,16 @@ __device__ inline int64_t ExpectedHash(const LoadedEntry& loaded, int64_t left_h
   return loaded.left_is_prev ? left_hash : loaded.loaded_prev_hash;
 }
 
-// Checks entry e, loaded, and records its violation, if any. The result equals CheckEntry's.
-template <typename Params>
-__device__ inline void CheckLoadedEntry(const Params& half, int64_t e, const VerifyEntry& entry,
-                                        const LoadedEntry& loaded, int64_t left_hash) {
+// Checks the loaded entry and records its violation, if any. The result equals CheckEntry's.
+__device__ inline void CheckLoadedEntry(const LaunchParams& launch, bool check_token,
+                                        const VerifyEntry& entry, const LoadedEntry& loaded,
+                                        int64_t left_hash) {
   if (!loaded.checked) return;
-  const int64_t bits =
-      EntryFailBits(half.check_token, entry, loaded.stored, loaded.reachable,
-                    ExpectedHash(loaded, left_hash), loaded.fingerprint);
-  if (bits != 0) {  // rare: derive and check the entry again to build the row, which keeps the
-                    // entries out of the registers the loads in flight need
-    ViolationRow row;
-    CheckEntry(half.launch, half.check_token, EntryAt(half, e), &row);
-    RecordViolation(half.launch, row);
+  const int64_t expected_hash = ExpectedHash(loaded, left_hash);
+  const int64_t bits = EntryFailBits(check_token, entry, loaded.stored, loaded.reachable,
+                                     expected_hash, loaded.fingerprint);
+  if (bits != 0) {
+    RecordViolation(launch, EntryViolation(launch, entry, loaded.stored, expected_hash, bits));
   }
 }
 
@@ -138,24 +130,31 @@ __global__ void __launch_bounds__(kEntryCheckThreads, kMinBlocks)
     AddToCounter(half.launch.kernel_run_counter, 1);  // every launch, enabled or not
     if (*half.enable != 0) AddToCounter(half.launch.slot_run_counter, n);
   }
-  // base - lane is the warp's first entry: the whole warp runs a round while any lane has work.
+  // base - lane is the warp's first entry: the whole warp runs a round while any lane has work,
+  // and skips together the entries j whose first lane is already past n (so every lane reaches
+  // the same shuffles).
   for (int64_t base = first; base - lane < n; base += kEntries * stride) {
+    const int64_t warp_first = base - lane;
     for (int h = 0; h < v.num_halves; ++h) {
       const Params& half = v.half[h];
       VerifyEntry entry[kEntries];
       LoadedEntry loaded[kEntries];
 #pragma unroll
       for (int j = 0; j < kEntries; ++j) {
+        if (warp_first + j * stride >= n) continue;
         entry[j] = WarpEntryAt(half, base + j * stride, n, lane);
         loaded[j] = PlanLoads(half.launch, entry[j], lane);
       }
 #pragma unroll
-      for (int j = 0; j < kEntries; ++j) IssueLoads(half.launch, entry[j], &loaded[j]);
+      for (int j = 0; j < kEntries; ++j) {
+        if (warp_first + j * stride < n) IssueLoads(half.launch, entry[j], &loaded[j]);
+      }
 #pragma unroll
       for (int j = 0; j < kEntries; ++j) {
+        if (warp_first + j * stride >= n) continue;
         const int64_t own_hash = ToSigned(RecordHash(loaded[j].stored));
         const int64_t left_hash = __shfl_up_sync(kFullWarp, own_hash, 1);
-        CheckLoadedEntry(half, base + j * stride, entry[j], loaded[j], left_hash);
+        CheckLoadedEntry(half.launch, half.check_token, entry[j], loaded[j], left_hash);
       }
     }
   }
@@ -164,14 +163,14 @@ __global__ void __launch_bounds__(kEntryCheckThreads, kMinBlocks)
 // Enqueues the entry check of `v` on `stream`. REQUIRES: validated params; the current device is
 // the tensors' device. The grid is sized by the capacity, never by device values: small plans
 // still spread over many SMs, and a captured graph replays with any count.
-template <typename Kernel, typename Params>
-cudaError_t LaunchEntryCheckWith(Kernel kernel, const Halves<Params>& v, cudaStream_t stream) {
-  const int blocks = PersistentGrid(kernel, kEntryCheckThreads, v.half[0].capacity);
-  return LaunchOverlapped(kernel, blocks, kEntryCheckThreads, stream, v);
+template <auto kKernel, typename Params>
+cudaError_t LaunchEntryCheckWith(const Halves<Params>& v, cudaStream_t stream) {
+  const int blocks = PersistentGrid<kKernel>(kEntryCheckThreads, v.half[0].capacity);
+  return LaunchOverlapped<kKernel>(blocks, kEntryCheckThreads, stream, v);
 }
 
 // EXPERIMENT ONLY: KVCANARY_EXPERIMENT_ENTRY picks the kernel for an A/B in one binary
-// (0: the previous kernel; 1: 4 entries, 2 blocks an SM; 2: 2 and 2; 3: 2 and 3; 4: 4 and 4).
+// (0: the previous kernel; 1: 4 entries a thread, 2 blocks an SM; 2: 2 and 2; 3: 2 and 3).
 inline int EntryVariant() {
   static const int variant = [] {
     const char* value = std::getenv("KVCANARY_EXPERIMENT_ENTRY");
@@ -183,11 +182,14 @@ inline int EntryVariant() {
 template <typename Params>
 cudaError_t LaunchEntryCheck(const Halves<Params>& v, cudaStream_t stream) {
   switch (EntryVariant()) {
-    case 0: return LaunchEntryCheckWith(OldEntryCheckKernel<Params>, v, stream);
-    case 2: return LaunchEntryCheckWith(EntryCheckKernel<Params, 2, 2>, v, stream);
-    case 3: return LaunchEntryCheckWith(EntryCheckKernel<Params, 2, 3>, v, stream);
-    case 4: return LaunchEntryCheckWith(EntryCheckKernel<Params, 4, 4>, v, stream);
-    default: return LaunchEntryCheckWith(EntryCheckKernel<Params, 4, 2>, v, stream);
+    case 0:
+      return LaunchEntryCheckWith<OldEntryCheckKernel<Params>>(v, stream);
+    case 2:
+      return LaunchEntryCheckWith<EntryCheckKernel<Params, 2, 2>>(v, stream);
+    case 3:
+      return LaunchEntryCheckWith<EntryCheckKernel<Params, 2, 3>>(v, stream);
+    default:
+      return LaunchEntryCheckWith<EntryCheckKernel<Params, 4, 2>>(v, stream);
   }
 }
 

@@ -12,7 +12,8 @@ __device__ inline int64_t OldEntryCount(const VerifyParams& p) {
 __device__ inline int64_t OldEntryCount(const FusedVerifyParams& p) { return FusedEntryCount(p); }
 __device__ inline VerifyEntry OldEntryAt(const VerifyParams& p, int64_t e) { return PlannedEntry(p, e); }
 __device__ inline VerifyEntry OldEntryAt(const FusedVerifyParams& p, int64_t e) {
-  return FusedEntry(p, e);
+  const int64_t r = RowOfEntry(p.scratch, p.in.bs, e);
+  return FusedEntryAt(p, r, EntryPosition(p.in, p.scratch, r, e));
 }
 
 template <typename Params>

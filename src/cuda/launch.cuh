@@ -48,16 +48,16 @@ int LaunchOnDevice(int device, StreamHandle stream, Launch&& launch, const Param
 // Multiprocessors of the current device, read once per device.
 int MultiprocessorCount();
 
-// Blocks of a persistent grid-stride launch: enough resident blocks to fill every SM, never more
-// than the work (a capacity, so the shape never depends on device values) needs.
+// Blocks of a persistent grid-stride launch of kKernel: enough resident blocks to fill every SM,
+// never more than the work (a capacity, so the shape never depends on device values) needs.
 // The occupancy of each kernel is asked once (per process: one kind of GPU is assumed), keeping
 // driver queries off the per-launch path.
-template <typename Kernel>
-int PersistentGrid(Kernel kernel, int threads, int64_t max_items) {
+template <auto kKernel>
+int PersistentGrid(int threads, int64_t max_items) {
   static std::atomic<int> cached_blocks_per_sm{0};
   int blocks_per_sm = cached_blocks_per_sm.load(std::memory_order_relaxed);
   if (blocks_per_sm == 0) {
-    cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks_per_sm, kernel, threads, 0);
+    cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks_per_sm, kKernel, threads, 0);
     blocks_per_sm = blocks_per_sm > 0 ? blocks_per_sm : 1;
     cached_blocks_per_sm.store(blocks_per_sm, std::memory_order_relaxed);
   }
@@ -66,23 +66,42 @@ int PersistentGrid(Kernel kernel, int threads, int64_t max_items) {
   return static_cast<int>(needed < 1 ? 1 : (needed < full ? needed : full));
 }
 
-// Programmatic dependent launch (sm_90 and later). Every kernel of kvcanary is enqueued so that it
-// may start while the kernel before it on the stream is still finishing, and begins with
-// BeginOverlappedKernel: it waits there until every earlier kernel on the stream has completed
-// and its writes are visible, before touching any memory, so it reads and writes exactly what a
-// plain launch would; only the launch latency between two kernels overlaps. Then it lets the next
-// kernel be launched the same way. A kernel whose every block waits completes after the kernels
-// before it, so the ordering holds along a chain of such launches, and a plain launch after ours
-// (an engine's kernel, a copy, an event) still waits for all of it.
+// Programmatic dependent launch (compute capability 9.0 and later). A kernel of kvcanary is
+// enqueued so that the GPU may launch it while the kernel before it on the stream is still
+// finishing, and begins with BeginOverlappedKernel: it waits there, before touching any memory,
+// until every earlier kernel on the stream has completed and its writes are visible, so it reads
+// and writes exactly what a plain launch would; only the launch latency between the two overlaps.
+// A kernel whose every block waits completes after the kernels before it, so the order holds
+// along a chain of such launches, and a plain launch after ours (an engine's kernel, a copy, an
+// event) still waits for all of it. Our kernels never signal their dependents early: a kernel
+// launched after ours, ours or an engine's, starts only as our blocks exit, never while they still
+// read or write.
 __device__ inline void BeginOverlappedKernel() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.wait;" ::: "memory");
-  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 #endif
 }
 
+// Whether the current device and this process's CUDA may overlap launches: compute capability
+// 9.0 or later, runtime and driver 12.3 or later (graph capture of such launches). Asked once
+// per device.
+bool DeviceOverlapsLaunches();
+
+// Whether kKernel's loaded code holds BeginOverlappedKernel's wait: compiled for compute 9.0 or
+// later. Code JIT-compiled from older PTX has none, so it must not be launched overlapped.
+template <auto kKernel>
+bool KernelWaitsForPriorGrids() {
+  static const bool waits = [] {
+    cudaFuncAttributes attributes{};
+    const bool known = cudaFuncGetAttributes(&attributes, kKernel) == cudaSuccess;
+    cudaGetLastError();  // a failed query must not linger as the thread's last error
+    return known && attributes.ptxVersion >= 90 && attributes.binaryVersion >= 90;
+  }();
+  return waits;
+}
+
 // EXPERIMENT ONLY: KVCANARY_EXPERIMENT_PDL=0 launches plainly, for an A/B in one binary.
-inline bool OverlapLaunches() {
+inline bool OverlapLaunchesExperiment() {
   static const bool overlap = [] {
     const char* value = std::getenv("KVCANARY_EXPERIMENT_PDL");
     return value == nullptr || value[0] != '0';
@@ -90,11 +109,11 @@ inline bool OverlapLaunches() {
   return overlap;
 }
 
-// kernel<<<blocks, threads, 0, stream>>>(args...) as a programmatic dependent launch: the kernel
-// must begin with BeginOverlappedKernel.
-template <typename... Params, typename... Args>
-cudaError_t LaunchOverlapped(void (*kernel)(Params...), int blocks, int threads,
-                             cudaStream_t stream, Args&&... args) {
+// kKernel<<<blocks, threads, 0, stream>>>(args...), launched overlapped where the device and the
+// kernel's code allow (kKernel begins with BeginOverlappedKernel), plainly elsewhere. Returns the
+// launch's error and leaves none pending.
+template <auto kKernel, typename... Args>
+cudaError_t LaunchOverlapped(int blocks, int threads, cudaStream_t stream, Args&&... args) {
   cudaLaunchAttribute attribute{};
   attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
   attribute.val.programmaticStreamSerializationAllowed = 1;
@@ -103,8 +122,12 @@ cudaError_t LaunchOverlapped(void (*kernel)(Params...), int blocks, int threads,
   config.blockDim = dim3(static_cast<unsigned>(threads));
   config.stream = stream;
   config.attrs = &attribute;
-  config.numAttrs = OverlapLaunches() ? 1 : 0;
-  return cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...);
+  const bool overlap = OverlapLaunchesExperiment() && DeviceOverlapsLaunches() &&
+                       KernelWaitsForPriorGrids<kKernel>();
+  config.numAttrs = overlap ? 1 : 0;
+  const cudaError_t launched = cudaLaunchKernelEx(&config, kKernel, std::forward<Args>(args)...);
+  const cudaError_t pending = cudaGetLastError();
+  return launched != cudaSuccess ? launched : pending;
 }
 
 // Kernels take their params as `const __grid_constant__` values: they read fields through

@@ -10,7 +10,8 @@ namespace kvcanary::cuda {
 
 inline constexpr int kScatterThreads = 256;
 
-__global__ void __launch_bounds__(kScatterThreads) ScatterKernel(const __grid_constant__ ScatterParams p) {
+__global__ void __launch_bounds__(kScatterThreads)
+    ScatterKernel(const __grid_constant__ ScatterParams p) {
   if (p.bs == 0 || p.total == 0) return;
   for (int64_t r = blockIdx.x; r < p.bs; r += gridDim.x) {
     const int64_t rp = p.req_pool_indices[r * p.req_pool_indices_stride];
@@ -35,14 +36,14 @@ __global__ void SwaTranslateKernel(const __grid_constant__ SwaTranslateParams p)
 }
 
 inline cudaError_t LaunchScatter(const ScatterParams& p, cudaStream_t stream) {
-  const int blocks = PersistentGrid(ScatterKernel, kScatterThreads, p.bs * kScatterThreads);
+  const int blocks = PersistentGrid<ScatterKernel>(kScatterThreads, p.bs * kScatterThreads);
   ScatterKernel<<<blocks, kScatterThreads, 0, stream>>>(p);
   return cudaGetLastError();
 }
 
 inline cudaError_t LaunchSwaTranslate(const SwaTranslateParams& p, cudaStream_t stream) {
   constexpr int kThreads = 256;
-  const int blocks = PersistentGrid(SwaTranslateKernel, kThreads, p.n);
+  const int blocks = PersistentGrid<SwaTranslateKernel>(kThreads, p.n);
   SwaTranslateKernel<<<blocks, kThreads, 0, stream>>>(p);
   return cudaGetLastError();
 }

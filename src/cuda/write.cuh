@@ -23,7 +23,6 @@ namespace kvcanary::cuda {
 
 inline constexpr int kWriteThreads = 128;
 
-
 // One token of a chunk, held by one lane; slot -1 past the row's end (never written).
 struct ChunkToken {
   int64_t slot = -1;
@@ -52,9 +51,9 @@ __device__ inline ChunkToken LoadChunkToken(const WriteParams& p, int64_t i, int
 __device__ inline void CheckTokenAsserts(const WriteParams& half, const ChunkToken& t,
                                          bool chain_assert, int64_t before, int64_t stored_chain) {
   ViolationRow row;
-  if (half.input_assert && InputAssertFails(half.launch, t.slot, t.token, t.position,
-                                            t.expected_token, t.expected_position, stored_chain,
-                                            &row)) {
+  if (half.input_assert &&
+      InputAssertFails(half.launch, t.slot, t.token, t.position, t.expected_token,
+                       t.expected_position, stored_chain, &row)) {
     RecordViolation(half.launch, row);
   }
   if (chain_assert &&
@@ -97,8 +96,7 @@ __device__ inline void RunChain(const WriteParams& half, int64_t r, int lane,
     }
     __syncwarp();  // the next chunk reuses the staging
     if (valid) {
-      StoreChainWords(RecordAddress(half.launch, t.slot), t.token, t.position,
-                      ToSigned(prev_hash));
+      StoreChainWords(RecordAddress(half.launch, t.slot), t.token, t.position, ToSigned(prev_hash));
     }
     if (half.input_assert || seed.chain_assert) {
       // The previous written token of the chain: the nearest written lane below, else the
@@ -135,7 +133,8 @@ __device__ inline void StoreFingerprints(const WriteHalves& w, int64_t r, int th
   }
 }
 
-__global__ void __launch_bounds__(kWriteThreads) WriteKernel(const __grid_constant__ WriteHalves w) {
+__global__ void __launch_bounds__(kWriteThreads)
+    WriteKernel(const __grid_constant__ WriteHalves w) {
   __shared__ int64_t staging[kMaxHalves][2][kWarpSize];
   BeginOverlappedKernel();
   const int warp = threadIdx.x / kWarpSize;
@@ -155,8 +154,8 @@ __global__ void __launch_bounds__(kWriteThreads) WriteKernel(const __grid_consta
 }
 
 inline cudaError_t LaunchWrite(const WriteHalves& w, cudaStream_t stream) {
-  const int blocks = PersistentGrid(WriteKernel, kWriteThreads, w.half[0].capacity * kWriteThreads);
-  return LaunchOverlapped(WriteKernel, blocks, kWriteThreads, stream, w);
+  const int blocks = PersistentGrid<WriteKernel>(kWriteThreads, w.half[0].capacity * kWriteThreads);
+  return LaunchOverlapped<WriteKernel>(blocks, kWriteThreads, stream, w);
 }
 
 }  // namespace kvcanary::cuda
