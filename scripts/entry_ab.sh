@@ -24,6 +24,10 @@ if [[ $phase == test ]]; then
       --gtest_filter='*Cuda*' 2>&1 | tail -2
   done
   unset KVCANARY_EXPERIMENT_ENTRY KVCANARY_EXPERIMENT_PDL KVCANARY_EXPERIMENT_OFFSETS
+  echo "== racecheck of the 512-thread offsets block (shared memory: the block scan)"
+  KVCANARY_EXPERIMENT_OFFSETS=512 timeout 150 compute-sanitizer --tool racecheck --error-exitcode 1 \
+    ./build/gpu/tests/gpu/kvcanary_gpu_tests --gtest_brief=1 \
+    --gtest_filter='*PlanStages*:*Bs33*Variant1:*Graph*-*CudaSpinWait*:*CudaJitterRace*' 2>&1 | tail -3
   exit 0
 fi
 cases=${CASES:-decode-1,decode-64,decode-256,decode-1024,long-32,decode-256-paged,decode-1024-k8,prefill-8k}
