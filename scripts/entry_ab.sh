@@ -36,12 +36,13 @@ for rep in 1 2; do
     IFS=, read -r v pdl offsets <<< "$combo"
     name="v${v}_p${pdl}_o${offsets}_r${rep}"
     KVCANARY_EXPERIMENT_ENTRY=$v KVCANARY_EXPERIMENT_PDL=$pdl KVCANARY_EXPERIMENT_OFFSETS=$offsets \
-      ./build/gpu/cli/kvcanary bench --device cuda --cases "$cases" --json "$out/bench_$name.json" \
+      timeout ${BENCH_TIMEOUT:-60} ./build/gpu/cli/kvcanary bench --device cuda --cases "$cases" --json "$out/bench_$name.json" \
       > "$out/bench_$name.txt" 2>&1
     echo "$name: exit $?"
   done
 done
 python3 scripts/entry_ab_table.py "$out"
+[[ ${ENTRY_AB_NCU:-1} == 1 ]] || exit 0
 for v in ${NCU_VARIANTS:-0 1}; do
   KVCANARY_EXPERIMENT_ENTRY=$v timeout 120 ncu --kernel-name regex:'EntryCheck.*Fused' --launch-skip 12 \
     --launch-count 1 --section SpeedOfLight --section MemoryWorkloadAnalysis --section WarpStateStats \
