@@ -6,7 +6,6 @@
 
 #include <atomic>
 #include <cstdint>
-#include <cstdlib>
 #include <utility>
 
 #include "core/params.h"
@@ -100,15 +99,6 @@ bool KernelWaitsForPriorGrids() {
   return waits;
 }
 
-// EXPERIMENT ONLY: KVCANARY_EXPERIMENT_PDL=0 launches plainly, for an A/B in one binary.
-inline bool OverlapLaunchesExperiment() {
-  static const bool overlap = [] {
-    const char* value = std::getenv("KVCANARY_EXPERIMENT_PDL");
-    return value == nullptr || value[0] != '0';
-  }();
-  return overlap;
-}
-
 // kKernel<<<blocks, threads, 0, stream>>>(args...), launched overlapped where the device and the
 // kernel's code allow (kKernel begins with BeginOverlappedKernel), plainly elsewhere. Returns the
 // launch's error and leaves none pending.
@@ -122,7 +112,7 @@ cudaError_t LaunchOverlapped(int blocks, int threads, cudaStream_t stream, Args&
   config.blockDim = dim3(static_cast<unsigned>(threads));
   config.stream = stream;
   config.attrs = &attribute;
-  const bool overlap = OverlapLaunchesExperiment() && DeviceOverlapsLaunches() &&
+  const bool overlap = DeviceOverlapsLaunches() &&
                        KernelWaitsForPriorGrids<kKernel>();
   config.numAttrs = overlap ? 1 : 0;
   const cudaError_t launched = cudaLaunchKernelEx(&config, kKernel, std::forward<Args>(args)...);
