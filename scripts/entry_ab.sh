@@ -5,7 +5,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${1:-$OUT}
-GPU_RUN_SKIP="runtime_tests sim_tests cpu_tests python_tests torch_engine_cuda torch_engine_cuda_off racecheck vectors_memcheck vectors_racecheck runtime_memcheck bench bench_layers" \
+GPU_RUN_SKIP="sim_tests cpu_tests python_tests torch_engine_cuda torch_engine_cuda_off racecheck vectors_memcheck vectors_racecheck runtime_memcheck bench bench_layers" \
   GPU_RUN_SCENARIOS="default" bash scripts/gpu_run.sh "$out/run" > "$out/gpu_run.txt" 2>&1
 tail -24 "$out/gpu_run.txt"
 cases=${CASES:-decode-1,decode-64,decode-256,decode-1024,long-32,decode-256-paged,decode-1024-k8,long-32-k8}
