@@ -18,8 +18,6 @@
 // result equals two separate launches.
 #pragma once
 
-#include <cstdlib>
-
 #include "core/plan_math.h"
 #include "core/verify_math.h"
 #include "core/wrap.h"
@@ -35,18 +33,15 @@ __device__ inline int64_t EntryCount(const VerifyParams& p) {
   return *p.enable != 0 ? ClampCount(*p.num_valid, p.capacity) : 0;  // D2
 }
 __device__ inline int64_t EntryCount(const FusedVerifyParams& p) { return FusedEntryCount(p); }
-template <bool kGuessRow>
 __device__ inline VerifyEntry EntryAt(const VerifyParams& p, int64_t e) {
   return PlannedEntry(p, e);
 }
-template <bool kGuessRow>
 __device__ inline VerifyEntry EntryAt(const FusedVerifyParams& p, int64_t e) {
-  const int64_t r =
-      kGuessRow ? GuessedRowOfEntry(p.scratch, p.in.bs, e) : RowOfEntry(p.scratch, p.in.bs, e);
+  const int64_t r = GuessedRowOfEntry(p.scratch, p.in.bs, e);
   return FusedEntryAt(p, r, EntryPosition(p.in, p.scratch, r, e));
 }
 
-template <typename Params, bool kGuessRow = true>
+template <typename Params>
 __global__ void __launch_bounds__(kEntryCheckThreads, 4)
     EntryCheckKernel(const __grid_constant__ Halves<Params> v) {
   BeginOverlappedKernel();
@@ -66,13 +61,13 @@ __global__ void __launch_bounds__(kEntryCheckThreads, 4)
 #pragma unroll
       for (int j = 0; j < kEntriesPerThread; ++j) {
         const int64_t e = base + j * stride;
-        bits[j] = e < n ? CheckEntry(half.launch, half.check_token, EntryAt<kGuessRow>(half, e), &unused) : 0;
+        bits[j] = e < n ? CheckEntry(half.launch, half.check_token, EntryAt(half, e), &unused) : 0;
       }
 #pragma unroll
       for (int j = 0; j < kEntriesPerThread; ++j) {
         if (bits[j] == 0) continue;
         ViolationRow row;
-        CheckEntry(half.launch, half.check_token, EntryAt<kGuessRow>(half, base + j * stride), &row);
+        CheckEntry(half.launch, half.check_token, EntryAt(half, base + j * stride), &row);
         RecordViolation(half.launch, row);
       }
     }
@@ -82,25 +77,11 @@ __global__ void __launch_bounds__(kEntryCheckThreads, 4)
 // Enqueues the entry check of `v` on `stream`. REQUIRES: validated params; the current device is
 // the tensors' device. The grid is sized by the capacity, never by device values: small plans
 // still spread over many SMs, and a captured graph replays with any count.
-template <auto kKernel, typename Params>
-cudaError_t LaunchEntryCheckWith(const Halves<Params>& v, cudaStream_t stream) {
-  const int blocks = PersistentGrid<kKernel>(kEntryCheckThreads, v.half[0].capacity);
-  return LaunchOverlapped<kKernel>(blocks, kEntryCheckThreads, stream, v);
-}
-
-// EXPERIMENT ONLY: KVCANARY_EXPERIMENT_ROW=0 finds a fused entry's row by the plain binary search.
-inline bool GuessRowsExperiment() {
-  static const bool guess = [] {
-    const char* value = std::getenv("KVCANARY_EXPERIMENT_ROW");
-    return value == nullptr || value[0] != '0';
-  }();
-  return guess;
-}
-
 template <typename Params>
 cudaError_t LaunchEntryCheck(const Halves<Params>& v, cudaStream_t stream) {
-  if (GuessRowsExperiment()) return LaunchEntryCheckWith<EntryCheckKernel<Params, true>>(v, stream);
-  return LaunchEntryCheckWith<EntryCheckKernel<Params, false>>(v, stream);
+  const int blocks =
+      PersistentGrid<EntryCheckKernel<Params>>(kEntryCheckThreads, v.half[0].capacity);
+  return LaunchOverlapped<EntryCheckKernel<Params>>(blocks, kEntryCheckThreads, stream, v);
 }
 
 }  // namespace kvcanary::cuda

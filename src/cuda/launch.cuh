@@ -112,8 +112,7 @@ cudaError_t LaunchOverlapped(int blocks, int threads, cudaStream_t stream, Args&
   config.blockDim = dim3(static_cast<unsigned>(threads));
   config.stream = stream;
   config.attrs = &attribute;
-  const bool overlap = DeviceOverlapsLaunches() &&
-                       KernelWaitsForPriorGrids<kKernel>();
+  const bool overlap = DeviceOverlapsLaunches() && KernelWaitsForPriorGrids<kKernel>();
   config.numAttrs = overlap ? 1 : 0;
   const cudaError_t launched = cudaLaunchKernelEx(&config, kKernel, std::forward<Args>(args)...);
   const cudaError_t pending = cudaGetLastError();
