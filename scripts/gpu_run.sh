@@ -9,6 +9,7 @@
 #
 #   bash scripts/gpu_run.sh [OUT_DIR]        (default: $OUT, else /tmp/kvcanary-gpu)
 #   GPU_RUN_PACK=1 bash scripts/gpu_run.sh DIR   (logs and JSON packed into DIR/gpu_run.tar.gz)
+#   GPU_RUN_PROFILE=1 ...                        (also the ncu profiles: profile_* steps)
 #   GPU_RUN_SKIP="bench racecheck" ...           (steps to skip, by name)
 #   GPU_RUN_SCENARIOS="default swa" ...          (simulator scenarios; default: default swa offload paged
 #                                                 eagle mla compressed, quarantine (the default with
@@ -120,6 +121,29 @@ if [[ -x build/gpu/cli/kvcanary ]]; then
     --cases decode-256,decode-256-k8,decode-1024,decode-1024-k8,long-32,long-32-k8 \
     --json "$out/bench_layers_cuda.json"
   [[ -f "$out/bench_layers.log" ]] && cat "$out/bench_layers.log"
+  # Profiles, when GPU_RUN_PROFILE=1 and ncu is there: the fused verify of decode-1024 (where a
+  # verify's time goes: memory throughput, stalls, occupancy) and the GPU time of every kernel of
+  # the decode-1 bench (a decode-1 step is a few dependent memory trips per kernel).
+  if [[ ${GPU_RUN_PROFILE:-0} == 1 ]] && command -v ncu >/dev/null; then
+    # ncu exits 0 when its filter matched no kernel: that is a failed step here.
+    ncu_profile() {
+      local log rc
+      log=$(mktemp)
+      timeout "$1" ncu "${@:2}" >"$log" 2>&1
+      rc=$?
+      cat "$log"
+      grep -q 'No kernels were profiled' "$log" && rc=1
+      rm -f "$log"
+      return $rc
+    }
+    step profile_fused_verify ncu_profile 200 --kernel-name-base demangled \
+      --kernel-name regex:'EntryCheckKernel.*FusedVerifyParams' --launch-skip 5 --launch-count 1 \
+      --section SpeedOfLight --section MemoryWorkloadAnalysis --section WarpStateStats \
+      --section Occupancy --section SchedulerStats --section LaunchStats \
+      ./build/gpu/cli/kvcanary bench --device cuda --cases decode-1024 --reps 20
+    step profile_decode1 ncu_profile 300 --metrics gpu__time_duration.sum \
+      --print-summary per-kernel ./build/gpu/cli/kvcanary bench --device cuda --cases decode-1 --reps 20
+  fi
   # The simulator's scenarios on the GPU, and on the CPU for comparison (same seed: same report).
   # "quarantine" is the default scenario with --on-violation quarantine; "jitter" the default with
   # the timing-jitter fuzzer (on CUDA it shifts the canary's launches; the report must not change).
