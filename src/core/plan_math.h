@@ -96,28 +96,22 @@ KVC_HOST_DEVICE int64_t ExpectedToken(const TokenPoolParams& pool, int64_t r, in
   return pool.data[rp * pool.row_stride + q];
 }
 
-// The slot verify checks for (req_to_token row rp, position): the table's cell, SWA-translated.
-KVC_HOST_DEVICE int64_t VerifiedSlot(const PlanInputParams& in, int64_t rp, int64_t position) {
-  return TranslateSlot(in.lut, ReadReqToToken(in.req_to_token, rp, position));
-}
-
-// The predecessor slot of (rp, position): -1 at the head; known_prev_slot when prev_known (the
-// slot of (rp, position - 1) already derived, so the table is not read twice).
-KVC_HOST_DEVICE int64_t PredecessorSlot(const PlanInputParams& in, int64_t rp, int64_t position,
-                                        bool prev_known, int64_t known_prev_slot) {
-  if (position <= 0) return -1;
-  return prev_known ? known_prev_slot : VerifiedSlot(in, rp, WrapSub(position, 1));
-}
-
 // The slot, predecessor and position of (req_to_token row rp, position); the expected token is
-// left -1 (ExpectedToken gives it). known_prev_slot, when given, is the slot of (rp, position - 1).
+// left -1 (ExpectedToken gives it). known_prev_slot, when given, is the slot of (rp, position - 1)
+// already derived, so the table is not read twice.
 KVC_HOST_DEVICE VerifyEntry DeriveVerifyEntry(const PlanInputParams& in, int64_t rp,
                                               int64_t position,
                                               const int64_t* known_prev_slot = nullptr) {
   VerifyEntry entry;
-  entry.slot = VerifiedSlot(in, rp, position);
-  entry.prev_slot = PredecessorSlot(in, rp, position, known_prev_slot != nullptr,
-                                    known_prev_slot != nullptr ? *known_prev_slot : 0);
+  entry.slot = TranslateSlot(in.lut, ReadReqToToken(in.req_to_token, rp, position));
+  if (position <= 0) {
+    entry.prev_slot = -1;
+  } else if (known_prev_slot != nullptr) {
+    entry.prev_slot = *known_prev_slot;
+  } else {
+    entry.prev_slot =
+        TranslateSlot(in.lut, ReadReqToToken(in.req_to_token, rp, WrapSub(position, 1)));
+  }
   entry.position = position;
   return entry;
 }

@@ -14,9 +14,6 @@
 
 namespace kvcanary::cuda {
 
-inline constexpr int kWarpSize = 32;
-inline constexpr unsigned kFullWarp = 0xffffffffu;
-
 // Makes `device` current for the scope of a launch and restores the previous device.
 class DeviceGuard {
  public:

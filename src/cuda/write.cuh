@@ -22,6 +22,8 @@
 namespace kvcanary::cuda {
 
 inline constexpr int kWriteThreads = 128;
+inline constexpr int kWarpSize = 32;
+inline constexpr unsigned kFullWarp = 0xffffffffu;
 
 // One token of a chunk, held by one lane; slot -1 past the row's end (never written).
 struct ChunkToken {
