@@ -28,21 +28,62 @@ namespace kvcanary::cuda {
 inline constexpr int kEntryCheckThreads = 256;
 inline constexpr int kEntriesPerThread = 4;
 
-// The policy: how many entries a launch checks (none when disabled), and entry e.
+// The policy: how many entries a launch checks (none when disabled), and entry e of n.
 __device__ inline int64_t EntryCount(const VerifyParams& p) {
   return *p.enable != 0 ? ClampCount(*p.num_valid, p.capacity) : 0;  // D2
 }
 __device__ inline int64_t EntryCount(const FusedVerifyParams& p) { return FusedEntryCount(p); }
-__device__ inline VerifyEntry EntryAt(const VerifyParams& p, int64_t e) {
+template <bool kHint>
+__device__ inline VerifyEntry EntryAt(const VerifyParams& p, int64_t e, int64_t /*n*/) {
   return PlannedEntry(p, e);
 }
-__device__ inline VerifyEntry EntryAt(const FusedVerifyParams& p, int64_t e) {
-  const int64_t r = GuessedRowOfEntry(p.scratch, p.in.bs, e);
+template <bool kHint>
+__device__ inline VerifyEntry EntryAt(const FusedVerifyParams& p, int64_t e, int64_t n) {
+  const int64_t r = kHint ? RowOfEntryNear(p.scratch, p.in.bs, e, n)
+                          : GuessedRowOfEntry(p.scratch, p.in.bs, e);
   return FusedEntryAt(p, r, EntryPosition(p.in, p.scratch, r, e));
 }
 
-template <typename Params>
-__global__ void __launch_bounds__(kEntryCheckThreads, 4)
+// EXPERIMENT: a paired launch derives each entry once for both halves, kPairedEntries entries a
+// thread a round, every record load of both halves in flight before any violation is recorded.
+template <bool kHint, int kPairedEntries, typename Params>
+__device__ void CheckPairedEntries(const Halves<Params>& v, int64_t n, int64_t first,
+                                   int64_t stride) {
+  for (int64_t base = first; base < n; base += kPairedEntries * stride) {
+    VerifyEntry entry[kPairedEntries];
+#pragma unroll
+    for (int j = 0; j < kPairedEntries; ++j) {
+      const int64_t e = base + j * stride;
+      if (e < n) entry[j] = EntryAt<kHint>(v.half[0], e, n);
+      else entry[j].slot = kTokenToKvSlotPadding;  // skipped
+    }
+    int64_t bits[2][kPairedEntries];
+    ViolationRow unused;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+#pragma unroll
+      for (int j = 0; j < kPairedEntries; ++j) {
+        bits[h][j] = CheckEntry(v.half[h].launch, v.half[h].check_token, entry[j], &unused);
+      }
+    }
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+#pragma unroll
+      for (int j = 0; j < kPairedEntries; ++j) {
+        if (bits[h][j] == 0) continue;
+        ViolationRow row;
+        CheckEntry(v.half[h].launch, v.half[h].check_token, entry[j], &row);
+        RecordViolation(v.half[h].launch, row);
+      }
+    }
+  }
+}
+
+// kPaired (EXPERIMENT): 0 each half derives its entries; 2 or 4 a paired launch derives them once
+// (CheckPairedEntries). kHint (EXPERIMENT): the fused row guess from the entry count. kMinBlocks
+// (EXPERIMENT): resident blocks an SM the registers are budgeted for.
+template <typename Params, int kPaired, bool kHint, int kMinBlocks>
+__global__ void __launch_bounds__(kEntryCheckThreads, kMinBlocks)
     EntryCheckKernel(const __grid_constant__ Halves<Params> v) {
   BeginOverlappedKernel();
   const int64_t n = EntryCount(v.half[0]);  // the plan is shared by the halves
@@ -53,6 +94,12 @@ __global__ void __launch_bounds__(kEntryCheckThreads, 4)
     AddToCounter(half.launch.kernel_run_counter, 1);  // every launch, enabled or not
     if (*half.enable != 0) AddToCounter(half.launch.slot_run_counter, n);
   }
+  if constexpr (kPaired > 0) {
+    if (v.num_halves == 2) {
+      CheckPairedEntries<kHint, kPaired>(v, n, first, stride);
+      return;
+    }
+  }
   for (int64_t base = first; base < n; base += kEntriesPerThread * stride) {
     for (int h = 0; h < v.num_halves; ++h) {
       const Params& half = v.half[h];
@@ -61,17 +108,30 @@ __global__ void __launch_bounds__(kEntryCheckThreads, 4)
 #pragma unroll
       for (int j = 0; j < kEntriesPerThread; ++j) {
         const int64_t e = base + j * stride;
-        bits[j] = e < n ? CheckEntry(half.launch, half.check_token, EntryAt(half, e), &unused) : 0;
+        bits[j] = e < n ? CheckEntry(half.launch, half.check_token, EntryAt<kHint>(half, e, n),
+                                     &unused)
+                        : 0;
       }
 #pragma unroll
       for (int j = 0; j < kEntriesPerThread; ++j) {
         if (bits[j] == 0) continue;
         ViolationRow row;
-        CheckEntry(half.launch, half.check_token, EntryAt(half, base + j * stride), &row);
+        CheckEntry(half.launch, half.check_token, EntryAt<kHint>(half, base + j * stride, n),
+                   &row);
         RecordViolation(half.launch, row);
       }
     }
   }
+}
+
+// EXPERIMENT switch, read once: KVCANARY_EXPERIMENT_ENTRY picks a row of kEntryVariants.
+int ExperimentEntryVariant();
+
+template <typename Params, int kPaired, bool kHint, int kMinBlocks>
+cudaError_t LaunchEntryCheckVariant(const Halves<Params>& v, cudaStream_t stream) {
+  constexpr auto kKernel = EntryCheckKernel<Params, kPaired, kHint, kMinBlocks>;
+  const int blocks = PersistentGrid<kKernel>(kEntryCheckThreads, v.half[0].capacity);
+  return LaunchOverlapped<kKernel>(blocks, kEntryCheckThreads, stream, v);
 }
 
 // Enqueues the entry check of `v` on `stream`. REQUIRES: validated params; the current device is
@@ -79,9 +139,14 @@ __global__ void __launch_bounds__(kEntryCheckThreads, 4)
 // still spread over many SMs, and a captured graph replays with any count.
 template <typename Params>
 cudaError_t LaunchEntryCheck(const Halves<Params>& v, cudaStream_t stream) {
-  const int blocks =
-      PersistentGrid<EntryCheckKernel<Params>>(kEntryCheckThreads, v.half[0].capacity);
-  return LaunchOverlapped<EntryCheckKernel<Params>>(blocks, kEntryCheckThreads, stream, v);
+  switch (ExperimentEntryVariant()) {
+    case 1: return LaunchEntryCheckVariant<Params, 0, true, 4>(v, stream);
+    case 2: return LaunchEntryCheckVariant<Params, 2, true, 4>(v, stream);
+    case 3: return LaunchEntryCheckVariant<Params, 2, true, 3>(v, stream);
+    case 4: return LaunchEntryCheckVariant<Params, 4, true, 2>(v, stream);
+    case 5: return LaunchEntryCheckVariant<Params, 2, false, 4>(v, stream);
+    default: return LaunchEntryCheckVariant<Params, 0, false, 4>(v, stream);
+  }
 }
 
 }  // namespace kvcanary::cuda
