@@ -26,7 +26,7 @@ for v in $variants; do
     --gtest_filter='*Cuda*' 2>&1 | tail -1
 done
 echo "tests done at $((SECONDS - start)) s"
-cases=${CASES:-decode-1,decode-64,decode-256,decode-1024,long-32,decode-256-paged,decode-1024-k8,decode-256-k8,long-32-k8}
+cases=${CASES:-decode-1,decode-64,decode-256,decode-1024,long-32,decode-256-paged,decode-1024-k8,decode-256-k8,long-32-k8,decode-64-k8}
 for rep in 1 2; do
   for v in $variants; do
     (( SECONDS - start > ${BUDGET_S:-470} )) && { echo "time budget spent before v$v r$rep"; break 2; }
