@@ -31,8 +31,8 @@ combos=${COMBOS:-0,0 1,0 2,0 3,0 4,0 2,1}
 for rep in 1 2; do
   for combo in $combos; do
     IFS=, read -r v w <<< "$combo"
-    (( SECONDS - start > ${BUDGET_S:-420} )) && { echo "time budget spent before $combo r$rep"; break 2; }
-    KVCANARY_EXPERIMENT_ENTRY=$v KVCANARY_EXPERIMENT_WRITE=$w timeout ${BENCH_TIMEOUT:-60} ./build/gpu/cli/kvcanary bench \
+    (( SECONDS - start > ${BUDGET_S:-400} )) && { echo "time budget spent before $combo r$rep"; break 2; }
+    KVCANARY_EXPERIMENT_ENTRY=$v KVCANARY_EXPERIMENT_WRITE=$w timeout ${BENCH_TIMEOUT:-90} ./build/gpu/cli/kvcanary bench \
       --device cuda --cases "$cases" --json "$out/bench_v${v}w${w}_r${rep}.json" > "$out/bench_v${v}w${w}_r${rep}.txt" 2>&1
     echo "v$v w$w r$rep: exit $? at $((SECONDS - start)) s"
   done
