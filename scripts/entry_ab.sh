@@ -14,7 +14,7 @@ nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm --format=c
 start=$SECONDS
 cmake -S . -B build/gpu -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKVCANARY_CUDA=ON \
   -DCMAKE_CUDA_ARCHITECTURES=90 -DKVCANARY_BUILD_PYTHON=OFF "${carry_args[@]}" > "$out/configure.log" 2>&1 || { tail -30 "$out/configure.log"; exit 1; }
-cmake --build build/gpu -j "$(nproc)" --target kvcanary_gpu_tests kvcanary_runtime_tests kvcanary \
+cmake --build build/gpu -j "$(nproc)" --target ${TARGETS:-kvcanary_gpu_tests kvcanary_runtime_tests kvcanary_cli} \
   > "$out/build.log" 2>&1 || { tail -40 "$out/build.log"; exit 1; }
 echo "built in $((SECONDS - start)) s"
 test_combo() {  # test_combo E,W
@@ -25,7 +25,7 @@ test_combo() {  # test_combo E,W
   KVCANARY_EXPERIMENT_ENTRY=$v KVCANARY_EXPERIMENT_WRITE=$w timeout 40 ./build/gpu/tests/runtime/kvcanary_runtime_tests \
     --gtest_brief=1 --gtest_filter='*Cuda*' 2>&1 | tail -2
 }
-for combo in ${FIRST_TESTS:-2,1 4,1}; do test_combo "$combo"; done
+for combo in ${FIRST_TESTS-2,1 4,1}; do test_combo "$combo"; done
 cases=${CASES:-decode-1,decode-64,decode-256,decode-1024,long-32,decode-256-paged,decode-1024-k8,decode-256-k8,long-32-k8,decode-64-k8}
 combos=${COMBOS:-0,0 2,1 1,0 3,1 4,1 2,0}
 for rep in 1 2; do
@@ -38,11 +38,11 @@ for rep in 1 2; do
   done
 done
 python3 scripts/entry_ab_table.py "$out" | tee "$out/table.md"
-for combo in ${LATER_TESTS:-3,0 1,0 5,0}; do
+for combo in ${LATER_TESTS-3,0 1,0 5,0}; do
   (( SECONDS - start > 500 )) && break
   test_combo "$combo"
 done
-for v in ${MEMCHECK_VARIANTS:-2 4}; do
+for v in ${MEMCHECK_VARIANTS-2 4}; do
   (( SECONDS - start > 530 )) && break
   echo "== entry $v write 1 under memcheck"
   KVCANARY_EXPERIMENT_ENTRY=$v KVCANARY_EXPERIMENT_WRITE=1 timeout 30 compute-sanitizer --tool memcheck --error-exitcode 1 \
