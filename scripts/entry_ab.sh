@@ -50,3 +50,10 @@ for v in ${MEMCHECK_VARIANTS-2 4}; do
     --gtest_filter='*Differential*Bs33*:*Graph*:*FusedStage*-*CudaSpinWait*:*CudaJitterRace*' 2>&1 | tail -2
 done
 echo "done at $((SECONDS - start)) s"
+# Per-kernel GPU time of a decode-1 bench under ncu (the profile of the step's dependent trips).
+if [[ ${NCU_DECODE1:-0} == 1 ]] && (( SECONDS - start < ${NCU_BEFORE_S:-380} )); then
+  timeout ${NCU_TIMEOUT:-100} ncu --metrics gpu__time_duration.sum --print-summary per-kernel \
+    ./build/gpu/cli/kvcanary bench --device cuda --cases decode-1 --reps 20 > "$out/ncu_decode1.txt" 2>&1
+  echo "ncu exit $? at $((SECONDS - start)) s"
+  grep -E 'Kernel|gpu__time_duration' "$out/ncu_decode1.txt" | head -60
+fi
