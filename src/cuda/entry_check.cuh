@@ -79,6 +79,86 @@ __device__ void CheckPairedEntries(const Halves<Params>& v, int64_t n, int64_t f
   }
 }
 
+// EXPERIMENT (run of entries): a thread checks kRun consecutive entries. The fused verify derives
+// the row of the first and its positions once; the entries after it in the same row take their
+// positions from the row and their predecessor from the entry before when adjacent. Each record
+// is loaded once: an entry whose predecessor is the entry before takes its hash from that record.
+template <int kRun>
+__device__ inline void EntriesFrom(const VerifyParams& p, int64_t e0, int64_t n,
+                                   VerifyEntry (&out)[kRun]) {
+#pragma unroll
+  for (int k = 0; k < kRun; ++k) {
+    if (e0 + k < n) out[k] = PlannedEntry(p, e0 + k);
+  }
+}
+template <int kRun>
+__device__ inline void EntriesFrom(const FusedVerifyParams& p, int64_t e0, int64_t n,
+                                   VerifyEntry (&out)[kRun]) {
+  const int64_t r = GuessedRowOfEntry(p.scratch, p.in.bs, e0);
+  const int64_t row_first = p.scratch[r];
+  const int64_t row_end = p.scratch[r + 1];
+  const RowPositions row = RowPositionsOf(p.in, r);
+#pragma unroll
+  for (int k = 0; k < kRun; ++k) {
+    const int64_t e = e0 + k;
+    if (e >= n) continue;
+    if (e >= row_end || e < row_first) {  // another row: derived on its own
+      const int64_t other = GuessedRowOfEntry(p.scratch, p.in.bs, e);
+      out[k] = FusedEntryAt(p, other, EntryPosition(p.in, p.scratch, other, e));
+      continue;
+    }
+    const int64_t position = PositionInRow(p.in, row, e - row_first);
+    const bool adjacent = k > 0 && e - 1 >= row_first && e - 1 < row_end &&
+                          out[k - 1].position == WrapSub(position, 1);
+    out[k] = FusedEntryAt(p, r, position, adjacent ? &out[k - 1].slot : nullptr);
+  }
+}
+
+template <int kRun, typename Params>
+__device__ void CheckRunsOfEntries(const Halves<Params>& v, int64_t n, int64_t first,
+                                   int64_t stride) {
+  for (int64_t base = first * kRun; base < n; base += stride * kRun) {
+    for (int h = 0; h < v.num_halves; ++h) {
+      const Params& half = v.half[h];
+      const LaunchParams& launch = half.launch;
+      VerifyEntry entry[kRun];
+      EntriesFrom<kRun>(half, base, n, entry);
+      Record stored[kRun];
+#pragma unroll
+      for (int k = 0; k < kRun; ++k) {
+        if (IsCheckedSlot(launch, entry[k].slot)) {
+          stored[k] = LoadRecord(launch.canary + entry[k].slot * launch.slot_stride_bytes);
+        }
+      }
+      int64_t bits[kRun];
+      int64_t expected[kRun];
+#pragma unroll
+      for (int k = 0; k < kRun; ++k) {
+        bits[k] = 0;
+        expected[k] = 0;
+        if (!IsCheckedSlot(launch, entry[k].slot)) continue;
+        const int64_t prev = entry[k].prev_slot;
+        const bool reachable = IsReachablePredecessor(launch, prev);
+        if (!reachable) {
+          expected[k] = stored[k].prev_hash;
+        } else if (k > 0 && prev > 0 && prev == entry[k - 1].slot) {
+          expected[k] = ToSigned(RecordHash(stored[k - 1]));  // loaded: a checked slot
+        } else {
+          expected[k] = ToSigned(PredecessorHash(launch, prev));
+        }
+        bits[k] = EntryFailBits(half.check_token, entry[k], stored[k], reachable, expected[k],
+                                RealKvFingerprint(launch.real_kv, entry[k].slot));
+      }
+#pragma unroll
+      for (int k = 0; k < kRun; ++k) {
+        if (bits[k] != 0) {
+          RecordViolation(launch, EntryViolation(launch, entry[k], stored[k], expected[k], bits[k]));
+        }
+      }
+    }
+  }
+}
+
 // kPaired (EXPERIMENT): 0 each half derives its entries; 2 or 4 a paired launch derives them once
 // (CheckPairedEntries). kHint (EXPERIMENT): the fused row guess from the entry count. kMinBlocks
 // (EXPERIMENT): resident blocks an SM the registers are budgeted for.
@@ -94,31 +174,33 @@ __global__ void __launch_bounds__(kEntryCheckThreads, kMinBlocks)
     AddToCounter(half.launch.kernel_run_counter, 1);  // every launch, enabled or not
     if (*half.enable != 0) AddToCounter(half.launch.slot_run_counter, n);
   }
-  if constexpr (kPaired > 0) {
-    if (v.num_halves == 2) {
-      CheckPairedEntries<kHint, kPaired>(v, n, first, stride);
+  if constexpr (kPaired < 0) {  // EXPERIMENT: runs of -kPaired consecutive entries a thread
+    CheckRunsOfEntries<-kPaired>(v, n, first, stride);
+  } else {
+    if (kPaired > 0 && v.num_halves == 2) {
+      CheckPairedEntries<kHint, (kPaired > 0 ? kPaired : 2)>(v, n, first, stride);
       return;
     }
-  }
-  for (int64_t base = first; base < n; base += kEntriesPerThread * stride) {
-    for (int h = 0; h < v.num_halves; ++h) {
-      const Params& half = v.half[h];
-      int64_t bits[kEntriesPerThread];
-      ViolationRow unused;
-#pragma unroll
-      for (int j = 0; j < kEntriesPerThread; ++j) {
-        const int64_t e = base + j * stride;
-        bits[j] = e < n ? CheckEntry(half.launch, half.check_token, EntryAt<kHint>(half, e, n),
-                                     &unused)
-                        : 0;
-      }
-#pragma unroll
-      for (int j = 0; j < kEntriesPerThread; ++j) {
-        if (bits[j] == 0) continue;
-        ViolationRow row;
-        CheckEntry(half.launch, half.check_token, EntryAt<kHint>(half, base + j * stride, n),
-                   &row);
-        RecordViolation(half.launch, row);
+    for (int64_t base = first; base < n; base += kEntriesPerThread * stride) {
+      for (int h = 0; h < v.num_halves; ++h) {
+        const Params& half = v.half[h];
+        int64_t bits[kEntriesPerThread];
+        ViolationRow unused;
+  #pragma unroll
+        for (int j = 0; j < kEntriesPerThread; ++j) {
+          const int64_t e = base + j * stride;
+          bits[j] = e < n ? CheckEntry(half.launch, half.check_token, EntryAt<kHint>(half, e, n),
+                                       &unused)
+                          : 0;
+        }
+  #pragma unroll
+        for (int j = 0; j < kEntriesPerThread; ++j) {
+          if (bits[j] == 0) continue;
+          ViolationRow row;
+          CheckEntry(half.launch, half.check_token, EntryAt<kHint>(half, base + j * stride, n),
+                     &row);
+          RecordViolation(half.launch, row);
+        }
       }
     }
   }
@@ -145,6 +227,10 @@ cudaError_t LaunchEntryCheck(const Halves<Params>& v, cudaStream_t stream) {
     case 3: return LaunchEntryCheckVariant<Params, 2, true, 3>(v, stream);
     case 4: return LaunchEntryCheckVariant<Params, 4, true, 2>(v, stream);
     case 5: return LaunchEntryCheckVariant<Params, 2, false, 4>(v, stream);
+    case 6: return LaunchEntryCheckVariant<Params, -4, false, 3>(v, stream);
+    case 7: return LaunchEntryCheckVariant<Params, -4, false, 2>(v, stream);
+    case 8: return LaunchEntryCheckVariant<Params, -2, false, 4>(v, stream);
+    case 9: return LaunchEntryCheckVariant<Params, -2, false, 3>(v, stream);
     default: return LaunchEntryCheckVariant<Params, 0, false, 4>(v, stream);
   }
 }
