@@ -146,17 +146,16 @@ KVC_HOST_DEVICE int64_t RowOfEntry(const int64_t* scratch, int64_t bs, int64_t e
 }
 
 // RowOfEntry's answer (on non-decreasing offsets), found from a guess: the row e would lie in if
-// every row had `total` entries between them, checked with one read of the guessed row's bounds
-// and searched from there only when wrong. `total` is any count: the offsets' own total
-// (scratch[bs]) makes the guess exact for rows of equal length, and the verify's entry count,
-// which equals it for a plan stage 1 wrote, saves the read of it. A decode batch of equal prefixes
-// costs one dependent read instead of log2(bs); any other batch one more than the search. Up to
+// every row had the same length, checked with two reads and searched from there only when wrong.
+// A decode batch of equal prefixes costs two dependent reads (the total, then the guessed row's
+// bounds) instead of log2(bs); any other batch one more than the search. Up to
 // kSearchedBatchRows rows the search needs at most two reads (a one-row batch none) and is used
 // instead: the guess's reads measured a microsecond slower on a decode-1 step. REQUIRES bs >= 1.
 inline constexpr int64_t kSearchedBatchRows = 4;
-KVC_HOST_DEVICE int64_t RowOfEntryNear(const int64_t* scratch, int64_t bs, int64_t e,
-                                       int64_t total) {
-  if (bs <= kSearchedBatchRows || total <= 0 || e < 0) return RowOfEntry(scratch, bs, e);
+KVC_HOST_DEVICE int64_t GuessedRowOfEntry(const int64_t* scratch, int64_t bs, int64_t e) {
+  if (bs <= kSearchedBatchRows) return RowOfEntry(scratch, bs, e);
+  const int64_t total = scratch[bs];
+  if (total <= 0 || e < 0) return RowOfEntry(scratch, bs, e);
   // e * bs / total in doubles: exact for e * bs < 2^53 and never overflows; clamped to a row.
   const double quotient =
       static_cast<double>(e) * static_cast<double>(bs) / static_cast<double>(total);
@@ -165,12 +164,6 @@ KVC_HOST_DEVICE int64_t RowOfEntryNear(const int64_t* scratch, int64_t bs, int64
   if (scratch[guess] > e) return RowOfEntryIn(scratch, 0, guess, e);
   if (guess + 1 == bs || scratch[guess + 1] > e) return guess;
   return RowOfEntryIn(scratch, guess + 1, bs, e);
-}
-
-// RowOfEntryNear with the offsets' own total: two dependent reads on equal rows.
-KVC_HOST_DEVICE int64_t GuessedRowOfEntry(const int64_t* scratch, int64_t bs, int64_t e) {
-  if (bs <= kSearchedBatchRows) return RowOfEntry(scratch, bs, e);
-  return RowOfEntryNear(scratch, bs, e, scratch[bs]);
 }
 
 // Where batch row r's verified positions lie: what locating its j-th entry needs, derived once

@@ -3,17 +3,7 @@
 #include "cuda/backend.h"
 #include "cuda/entry_check.cuh"
 
-#include <cstdlib>
-
 namespace kvcanary::cuda {
-
-int ExperimentEntryVariant() {
-  static const int variant = [] {
-    const char* value = std::getenv("KVCANARY_EXPERIMENT_ENTRY");
-    return value != nullptr ? std::atoi(value) : 0;
-  }();
-  return variant;
-}
 
 template cudaError_t LaunchEntryCheck<VerifyParams>(const VerifyHalves&, cudaStream_t);
 template cudaError_t LaunchEntryCheck<FusedVerifyParams>(const FusedVerifyHalves&, cudaStream_t);

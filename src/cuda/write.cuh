@@ -65,10 +65,10 @@ __device__ inline void CheckTokenAsserts(const WriteParams& half, const ChunkTok
 }
 
 // Half `half`'s chain over row r, run by one whole warp. `staging` is the warp's shared memory.
-// `seed` and `range` are row r's, loaded by the caller.
 __device__ inline void RunChain(const WriteParams& half, int64_t r, int lane,
-                                int64_t (*staging)[kWarpSize], const ChainState& seed,
-                                const TokenRange& range) {
+                                int64_t (*staging)[kWarpSize]) {
+  const ChainState seed = LoadChainSeed(half, r);  // issued before the range: its loads overlap
+  const TokenRange range = RowTokenRange(half, r);
   if (range.end <= range.begin) return;
   const int64_t num_slots = half.launch.num_slots;
   uint64_t running = seed.running;
@@ -135,10 +135,6 @@ __device__ inline void StoreFingerprints(const WriteHalves& w, int64_t r, int th
   }
 }
 
-// kEarlySeed (EXPERIMENT): the chain warp loads its block's first row's seed and token range
-// before the row count, so the count's read overlaps them (the reads are in bounds for any row
-// below the capacity, and the grid never has more blocks).
-template <bool kEarlySeed>
 __global__ void __launch_bounds__(kWriteThreads)
     WriteKernel(const __grid_constant__ WriteHalves w) {
   __shared__ int64_t staging[kMaxHalves][2][kWarpSize];
@@ -148,43 +144,20 @@ __global__ void __launch_bounds__(kWriteThreads)
   if (blockIdx.x == 0 && threadIdx.x < w.num_halves) {
     AddToCounter(w.half[threadIdx.x].launch.kernel_run_counter, 1);
   }
-  const int64_t first_row = blockIdx.x;
-  ChainState first_seed;
-  TokenRange first_range{0, 0};
-  if (kEarlySeed && warp < w.num_halves && first_row < w.half[0].capacity) {
-    first_seed = LoadChainSeed(w.half[warp], first_row);
-    first_range = RowTokenRange(w.half[warp], first_row);
-  }
   const int64_t num_rows = ClampCount(*w.half[0].num_valid_reqs, w.half[0].capacity);  // D2
   const int fold_threads = kWriteThreads - w.num_halves * kWarpSize;
-  for (int64_t r = first_row; r < num_rows; r += gridDim.x) {
+  for (int64_t r = blockIdx.x; r < num_rows; r += gridDim.x) {
     if (warp < w.num_halves) {
-      const WriteParams& half = w.half[warp];
-      if (kEarlySeed && r == first_row) {
-        RunChain(half, r, lane, staging[warp], first_seed, first_range);
-      } else {
-        const ChainState seed = LoadChainSeed(half, r);  // issued before the range: they overlap
-        RunChain(half, r, lane, staging[warp], seed, RowTokenRange(half, r));
-      }
+      RunChain(w.half[warp], r, lane, staging[warp]);
     } else {
       StoreFingerprints(w, r, threadIdx.x - w.num_halves * kWarpSize, fold_threads);
     }
   }
 }
 
-// EXPERIMENT switch, read once: KVCANARY_EXPERIMENT_WRITE=1 loads the first row's seed early.
-bool ExperimentEarlySeed();
-
-template <bool kEarlySeed>
-cudaError_t LaunchWriteVariant(const WriteHalves& w, cudaStream_t stream) {
-  constexpr auto kKernel = WriteKernel<kEarlySeed>;
-  const int blocks = PersistentGrid<kKernel>(kWriteThreads, w.half[0].capacity * kWriteThreads);
-  return LaunchOverlapped<kKernel>(blocks, kWriteThreads, stream, w);
-}
-
 inline cudaError_t LaunchWrite(const WriteHalves& w, cudaStream_t stream) {
-  return ExperimentEarlySeed() ? LaunchWriteVariant<true>(w, stream)
-                               : LaunchWriteVariant<false>(w, stream);
+  const int blocks = PersistentGrid<WriteKernel>(kWriteThreads, w.half[0].capacity * kWriteThreads);
+  return LaunchOverlapped<WriteKernel>(blocks, kWriteThreads, stream, w);
 }
 
 }  // namespace kvcanary::cuda
