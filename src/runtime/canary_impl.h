@@ -199,6 +199,10 @@ class CanaryManager::Impl final : public PerturbationHost {
 
   // canary_sweep.cpp
   void MaybeSweep();
+  // Verifies the TAIL records of a walk's full-pool slots in chunks of the verify capacity, every
+  // group, as a sweep pass (its rows are the SWEEP launches').
+  void VerifyWalk(const RadixWalk& walk);
+  void VerifyRecordsNow(const RadixWalk& records);
 
   // swa_divergence.cpp: every swa_divergence_stats_interval outer steps (EndStep), compares the
   // SWA group's table and records with the FULL group's over the step's live rows and logs them.

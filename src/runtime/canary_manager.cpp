@@ -45,6 +45,10 @@ std::vector<AffectedRequest> CanaryManager::TakeAffectedRequests() {
   return impl_->affected_.Take();
 }
 
+void CanaryManager::VerifyRecordsNow(const RadixWalk& records) {
+  impl_->VerifyRecordsNow(records);
+}
+
 void CanaryManager::ReplayedForward(int inner) {
   ForwardState& forward = impl_->ForwardAt(inner);
   impl_->Transition(forward, Phase::kAfterPreOut, Phase::kAfterPreMaybeIn);

@@ -1,8 +1,12 @@
 // Periodic sweep: re-verifies the TAIL records of every cached prefix, which
 // catches corruption of slots that no running request reads. Runs eagerly in phase 4, through
 // the sweep plan (inner forward 0's, free by then, unless verify is fused), in chunks of the
-// verify capacity: never dropped.
+// verify capacity: never dropped. VerifyRecordsNow runs the same verification of an engine's
+// own walk (a finished request's slots) between steps.
 #include <algorithm>
+#include <string>
+
+#include "kvcanary/error.h"
 
 #include "runtime/canary_impl.h"
 #include "runtime/compressed_pool.h"
@@ -17,7 +21,13 @@ void CanaryManager::Impl::MaybeSweep() {
   sweep_.last_step = step;
   if (sweep_.radix == nullptr) return;
 
-  const RadixWalk walk = WalkRadix(*sweep_.radix);
+  VerifyWalk(WalkRadix(*sweep_.radix));
+  sweep_.passes += 1;
+  health_.sweep_since_stage = true;
+  Log(LogLevel::kInfo, FormatSweepLine(sweep_.passes, step));
+}
+
+void CanaryManager::Impl::VerifyWalk(const RadixWalk& walk) {
   const int64_t capacity = capacities_.verify_capacity;
   for (size_t g = 0; g < groups_.size(); ++g) {
     const VerifyPlanView& plan = sweep_.plans[g];
@@ -51,9 +61,38 @@ void CanaryManager::Impl::MaybeSweep() {
       SynchronizeStream(device_, stream_);
     }
   }
-  sweep_.passes += 1;
-  health_.sweep_since_stage = true;
-  Log(LogLevel::kInfo, FormatSweepLine(sweep_.passes, step));
+}
+
+void CanaryManager::Impl::VerifyRecordsNow(const RadixWalk& records) {
+  if (step_.in_step) {
+    ThrowError("kv-canary: verify_records_now called inside a step (between begin_step and "
+               "end_step); call it between steps");
+  }
+  const size_t n = records.slot_indices.size();
+  if (records.positions.size() != n || records.prev_slot_indices.size() != n) {
+    ThrowError("kv-canary: verify_records_now: slot_indices, positions and prev_slot_indices "
+               "must have one length, got ",
+               n, ", ", records.positions.size(), " and ", records.prev_slot_indices.size());
+  }
+  const int64_t slots = args_.pool_slot_count;
+  for (size_t i = 0; i < n; ++i) {
+    const int64_t slot = records.slot_indices[i];
+    const int64_t prev = records.prev_slot_indices[i];
+    if (slot < 0 || slot >= slots) {
+      ThrowError("kv-canary: verify_records_now: slot_indices[", i, "] must be in [0, ", slots,
+                 "), got ", slot);
+    }
+    if (prev < -1 || prev >= slots) {
+      ThrowError("kv-canary: verify_records_now: prev_slot_indices[", i, "] must be in [-1, ",
+                 slots, "), got ", prev);
+    }
+    if (records.positions[i] < 0) {
+      ThrowError("kv-canary: verify_records_now: positions[", i, "] must be >= 0, got ",
+                 records.positions[i]);
+    }
+  }
+  if (n == 0) return;
+  VerifyWalk(records);
 }
 
 }  // namespace kvcanary::runtime

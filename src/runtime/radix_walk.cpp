@@ -54,6 +54,16 @@ RadixWalk WalkRadix(const RadixView& view, bool unlocked_only, bool swa_resident
   return walk;
 }
 
+RadixWalk WalkOfSequence(const std::vector<int64_t>& slots) {
+  RadixWalk walk;
+  walk.slot_indices = slots;
+  for (size_t i = 0; i < slots.size(); ++i) {
+    walk.positions.push_back(static_cast<int64_t>(i));
+    walk.prev_slot_indices.push_back(i == 0 ? -1 : slots[i - 1]);
+  }
+  return walk;
+}
+
 std::vector<int64_t> TranslateWalkSlots(const std::vector<int64_t>& slots,
                                         const std::vector<int64_t>& full_to_swa) {
   std::vector<int64_t> translated;

@@ -108,7 +108,10 @@ Engine::Engine(const SimOptions& options, std::string name, runtime::LogSink* lo
   if (canary_ && options.on_violation == "quarantine" && role != EngineRole::kPrefill) {
     // Tokens wait for their verdict, and a request's row stays as it was until the report that
     // may name it (one step after its last forward) has been read.
-    held_ = std::make_unique<HeldTokens>(options.hold_back);
+    // With sampled verify a finished request's tokens wait for the verification of its slots
+    // run after its last forward (VerifyRecordsNow), reported one step later.
+    held_ = std::make_unique<HeldTokens>(QuarantineHoldBack(options),
+                                         options.verify_sample > 1 ? 1 : 0);
     scheduler_->SetRowReleaseDelay(2);
   }
   if (canary_) {
@@ -348,6 +351,7 @@ bool Engine::Step(int64_t step, EngineHooks& hooks) {
     }
   }
   std::vector<std::unique_ptr<Request>> done = scheduler_->Complete(batch, sampled);
+  if (held_ && options_.verify_sample > 1) VerifyFinishedSlots(done);
   AcceptDrafts();
   if (held_) HoldSampled(batch, sampled, outer, done);
   for (std::unique_ptr<Request>& req : done) {

@@ -277,6 +277,9 @@ class Engine {
   void RecordRowOwners(const Batch& batch, int64_t outer);
   void HoldSampled(const Batch& batch, const std::vector<int64_t>& sampled, int64_t outer,
                    const std::vector<std::unique_ptr<Request>>& done);
+  // With sampled verify: every record a finished request's forwards read, verified unsampled now
+  // (before its slots are freed for reuse); its held tokens wait for that report.
+  void VerifyFinishedSlots(const std::vector<std::unique_ptr<Request>>& done);
   // After EndStep of outer step `outer`: every violation of the steps before it is reported.
   void AfterVerdict(int64_t outer);
   // Adds the full-pool slots a shown row names to `slots`: its own; a compressed pool's rows name

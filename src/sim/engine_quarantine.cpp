@@ -38,6 +38,14 @@ void Engine::HoldSampled(const Batch& batch, const std::vector<int64_t>& sampled
   for (const std::unique_ptr<Request>& req : done) held_->Finished(req->spec.id, outer);
 }
 
+void Engine::VerifyFinishedSlots(const std::vector<std::unique_ptr<Request>>& done) {
+  for (const std::unique_ptr<Request>& req : done) {
+    if (!req->slots.empty()) {
+      canary_->VerifyRecordsNow(runtime::WalkOfSequence(req->slots));
+    }
+  }
+}
+
 Request* Engine::FindHeldRequest(int64_t id) {
   if (Request* running = FindRunning(id)) return running;
   for (const std::unique_ptr<Request>& req : finishing_) {
@@ -50,8 +58,14 @@ void Engine::AfterVerdict(int64_t outer) {
   // Failing slots: the ones the named requests read or wrote, and any other full-pool slot a
   // row showed (a sweep row names a cached slot no request holds).
   std::set<int64_t> failing;
+  std::set<int64_t> swept;  // the failing slots a sweep (or VerifyRecordsNow) found
   for (size_t i = violations_seen_; i < violations_.size(); ++i) {
     AddFullPoolSlotsOf(violations_[i].row, failing);
+    const int64_t kind = violations_[i].row.kernel_kind;
+    if (kind == static_cast<int64_t>(kvcanary::CanaryLaunchTag::kSweepKFull) ||
+        kind == static_cast<int64_t>(kvcanary::CanaryLaunchTag::kSweepVFull)) {
+      AddFullPoolSlotsOf(violations_[i].row, swept);
+    }
   }
   violations_seen_ = violations_.size();
   std::set<int64_t> ids;
@@ -61,6 +75,22 @@ void Engine::AfterVerdict(int64_t outer) {
     if (step == row_owners_.end()) continue;
     const auto owner = step->second.find(affected.req_pool_idx);
     if (owner != step->second.end()) ids.insert(owner->second);
+  }
+  if (options_.verify_sample > 1) {
+    // A finished request's last verdict is the verification of its slots (VerifyFinishedSlots),
+    // whose rows name slots, not requests.
+    const auto reads_any_of = [](const Request& req, const std::set<int64_t>& slots) {
+      return std::any_of(req.slots.begin(), req.slots.end(),
+                         [&](int64_t slot) { return slots.count(slot) > 0; });
+    };
+    for (const std::unique_ptr<Request>& req : finishing_) {
+      if (reads_any_of(*req, failing)) ids.insert(req->spec.id);
+    }
+    // A sweep's row names a slot only: the running requests that read it are affected too (at
+    // K = 1 their own next verify names them; sampled, it may not see the slot for K forwards).
+    for (const std::unique_ptr<Request>& req : scheduler_->running()) {
+      if (reads_any_of(*req, swept)) ids.insert(req->spec.id);
+    }
   }
   std::set<int64_t> failing_units;
   for (int64_t slot : failing) failing_units.insert(slot / Unit());

@@ -4,8 +4,10 @@
 
 namespace kvcanary::sim {
 
-HeldTokens::HeldTokens(int64_t hold_back) : hold_back_(hold_back) {
+HeldTokens::HeldTokens(int64_t hold_back, int64_t finish_delay)
+    : hold_back_(hold_back), finish_delay_(finish_delay) {
   if (hold_back < 0) throw std::logic_error("kv-canary sim: hold_back must be >= 0");
+  if (finish_delay < 0) throw std::logic_error("kv-canary sim: finish_delay must be >= 0");
 }
 
 void HeldTokens::Forwarded(int64_t request, int64_t step) {
@@ -34,7 +36,7 @@ void HeldTokens::Finished(int64_t request, int64_t step) {
   auto it = held_.find(request);
   if (it == held_.end()) return;
   for (HeldToken& token : it->second) {
-    if (token.verdict_step < 0) token.verdict_step = step;
+    if (token.verdict_step < 0) token.verdict_step = step + finish_delay_;
   }
 }
 

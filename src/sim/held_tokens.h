@@ -4,7 +4,9 @@
 // launches found one step later, and a token corrupted on its way from the sampler back into the
 // model (the next-token feedback) is only checked when the request's next forward writes it into
 // the cache. So each token waits for the verdict of the step that produced it and of the
-// request's next `hold_back` forwards; a request that finishes waits for its last forward's. The
+// request's next `hold_back` forwards; a request that finishes waits for its last forward's, or
+// with `finish_delay` for the step that many after it (the step of a verification run after its
+// last forward: with sampled verify, VerifyRecordsNow of its slots). The
 // engine releases tokens once the runtime has reported every violation of the step each one
 // waits for, and discards a request's tokens when a violation names it.
 #pragma once
@@ -30,15 +32,15 @@ struct HeldToken {
 // Thread safety: none. Steps are the runtime's outer steps (CanaryManager::outer_step()).
 class HeldTokens {
  public:
-  // REQUIRES: hold_back >= 0.
-  explicit HeldTokens(int64_t hold_back);
+  // REQUIRES: hold_back >= 0, finish_delay >= 0.
+  explicit HeldTokens(int64_t hold_back, int64_t finish_delay = 0);
 
   // The request ran a forward in `step`: tokens produced in earlier steps count it. Call before
   // Hold of the token this forward produced.
   void Forwarded(int64_t request, int64_t step);
   void Hold(int64_t request, int64_t position, int64_t token, int64_t expected, int64_t step);
-  // The request finished in `step`: no forward will consume its tokens, so each waits for that
-  // step's verdict.
+  // The request finished in `step`: no forward will consume its tokens, so each waits for the
+  // verdict of step + finish_delay.
   void Finished(int64_t request, int64_t step);
   // Removes and returns, request by request and in order, the leading tokens whose verdict step
   // is at most `known_step`.
@@ -50,6 +52,7 @@ class HeldTokens {
 
  private:
   int64_t hold_back_ = 1;
+  int64_t finish_delay_ = 0;
   std::map<int64_t, std::vector<HeldToken>> held_;  // by request, in position order
 };
 

@@ -175,7 +175,7 @@ ScenarioReport RunScenario(const SimOptions& options, const ProgressFn& progress
   report.oracle_mismatches_unexplained = injector.unexplained_mismatches();
   report.outputs_checked = engine.stats().outputs_checked;
   report.outputs_wrong = engine.stats().outputs_wrong;
-  report.hold_back = options.hold_back;
+  report.hold_back = QuarantineHoldBack(options);
   report.quarantine = engine.quarantine_stats();
   report.tokens_held_at_end = engine.tokens_held();
   report.delivered_corrupted_unexplained = injector.unexplained_delivered();

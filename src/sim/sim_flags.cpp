@@ -79,7 +79,8 @@ std::vector<SimFlag> BuildTable() {
            "What a violation does: log, or quarantine (hold tokens back, recompute the requests "
            "it touched)"),
       Integer("hold-back", &O::hold_back, 0, kMaxHoldBack,
-              "Quarantine: later forwards of its request a token waits for before delivery"),
+              "Quarantine: later forwards of its request a token waits for before delivery "
+              "(raised to K - 1 with --verify-sample K)"),
       Text("fingerprint-layers", kChoice, &O::fingerprint_layers, "layer0|all",
            "Layers a real-KV fingerprint folds: layer 0, or all"),
       Integer("sweep-interval", &O::sweep_interval, 0, kMaxTokens,

@@ -2,6 +2,7 @@
 // sim_presets.cpp).
 #include "sim/sim_options.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <limits>
 #include <optional>
@@ -357,6 +358,10 @@ void ValidateOptions(const SimOptions& options) {
   if (options.device == "cuda" && !runtime::CudaDeviceAvailable()) {
     Throw("--device cuda: no CUDA device is available (or this build has no CUDA backend)");
   }
+}
+
+int64_t QuarantineHoldBack(const SimOptions& options) {
+  return std::max(options.hold_back, options.verify_sample - 1);
 }
 
 }  // namespace kvcanary::sim

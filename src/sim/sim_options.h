@@ -179,4 +179,9 @@ std::vector<std::string> ScenariosToRun(std::string_view name);
 // explicitly that does not apply; device "cuda" without a usable CUDA device.
 void ValidateOptions(const SimOptions& options);
 
+// The hold-back the quarantine uses: --hold-back, raised to K - 1 with sampled verify K (a
+// request's K consecutive forwards verify every position of its prefix, so a token that waits
+// for K - 1 more forwards has every record its own forward read checked).
+int64_t QuarantineHoldBack(const SimOptions& options);
+
 }  // namespace kvcanary::sim

@@ -133,6 +133,27 @@ TEST(RunScenario, SampledVerifyDetectsEveryInjection) {
   EXPECT_LT(report.coverage.protected_tokens, at_one / 2) << "K = 8 checked over half of K = 1's";
 }
 
+// Quarantine with sampled verify (K = 8): each token waits K - 1 forwards of its request (its K
+// forwards verify every record it read), and a finished request's slots are verified in full
+// after its last forward (VerifyRecordsNow), its last tokens waiting for that report. Still every
+// fault detected and no corrupted token delivered; every finished output the oracle's.
+TEST(RunScenario, SampledVerifyQuarantineDeliversNoCorruptedToken) {
+  SimOptions options = ScenarioPreset("default");
+  options.verify_sample = 8;
+  options.on_violation = "quarantine";
+  const ScenarioReport report = RunScenario(options, nullptr);
+  EXPECT_EQ(report.hold_back, 7) << "--hold-back 1 raised to K - 1";
+  ExpectEveryClassInjectedAndDetected(options, report);
+  EXPECT_EQ(ExitCode({report}), 0) << Describe(report);
+  EXPECT_TRUE(report.false_positives.empty()) << Describe(report);
+  int64_t corrupted = 0;
+  for (const Injection& injection : report.injections) corrupted += injection.outputs_corrupted;
+  EXPECT_GT(corrupted, 0) << "the faults changed no output";
+  EXPECT_EQ(DeliveredCorrupted(report), 0);
+  EXPECT_GT(report.outputs_checked, 1000);
+  EXPECT_EQ(report.outputs_wrong, 0);
+}
+
 // The forwards latency. At K = 1 the first forward of its victims that can see a fault finds it,
 // however many wall steps that takes (prefill batches without the victim, the one-step reporting
 // delay). At K = 8 each record is verified once in any 8 forwards of its request, so every fault

@@ -267,6 +267,17 @@ class CanaryManager {
   // has been reported, so tokens held back one step are safe to deliver once this list says
   // nothing of their request. Always empty unless Config::on_violation is quarantine.
   std::vector<AffectedRequest> TakeAffectedRequests();
+  // Verifies now, unsampled, the TAIL records of `records` (full-pool slots, each with its
+  // position and its predecessor: -1 for a chain's head, 0 to skip the chain check), every
+  // group, on the runtime's stream, as a sweep pass does; the rows are reported as a sweep's, by
+  // the second EndStep after the call. With sampled verify (Config::verify_sample K > 1) a
+  // request's forward checks only 1/K of its prefix, so its last tokens' verdict needs this:
+  // call it with a finished request's slots (WalkOfSequence) before any of them is freed or
+  // reused, and hold those tokens until that report (docs/quarantine.md). Call between steps
+  // (after EndStep, before BeginStep). Throws kvcanary::Error, changing nothing, inside a step,
+  // on vectors of different lengths, a slot outside [0, pool_slot_count), a predecessor outside
+  // [-1, pool_slot_count) or a negative position.
+  void VerifyRecordsNow(const RadixWalk& records);
 
   // next_token_swap: the engine passes the sampled tokens of a step at sampler exit; with
   // the perturbation enabled, past warm-up (counted in calls of this method) and at least two

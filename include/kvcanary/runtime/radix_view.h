@@ -43,6 +43,10 @@ struct RadixWalk {
 RadixWalk WalkRadix(const RadixView& view, bool unlocked_only = false,
                     bool swa_resident_only = false);
 
+// The walk of one sequence's slots: slot i at position i, its predecessor the slot before (-1 for
+// position 0), every chain checked.
+RadixWalk WalkOfSequence(const std::vector<int64_t>& slots);
+
 // The walk's slots through a full->SWA table: out[i] = lut[slot] for 0 <= slot < len(lut), the
 // slot itself (negative) otherwise.
 std::vector<int64_t> TranslateWalkSlots(const std::vector<int64_t>& slots,
