@@ -6,6 +6,7 @@
 // finishes with the model's own output.
 #include <algorithm>
 
+#include "kvcanary/runtime/health.h"
 #include "sim/engine.h"
 
 namespace kvcanary::sim {
@@ -39,11 +40,18 @@ void Engine::HoldSampled(const Batch& batch, const std::vector<int64_t>& sampled
 }
 
 void Engine::VerifyFinishedSlots(const std::vector<std::unique_ptr<Request>>& done) {
+  // One walk for the step's finished requests: one verification (and its stream waits), not one
+  // a request.
+  runtime::RadixWalk walk;
   for (const std::unique_ptr<Request>& req : done) {
-    if (!req->slots.empty()) {
-      canary_->VerifyRecordsNow(runtime::WalkOfSequence(req->slots));
-    }
+    const runtime::RadixWalk own = runtime::WalkOfSequence(req->slots);
+    walk.slot_indices.insert(walk.slot_indices.end(), own.slot_indices.begin(),
+                             own.slot_indices.end());
+    walk.positions.insert(walk.positions.end(), own.positions.begin(), own.positions.end());
+    walk.prev_slot_indices.insert(walk.prev_slot_indices.end(), own.prev_slot_indices.begin(),
+                                  own.prev_slot_indices.end());
   }
+  if (walk.size() > 0) canary_->VerifyRecordsNow(walk);
 }
 
 Request* Engine::FindHeldRequest(int64_t id) {
@@ -61,9 +69,7 @@ void Engine::AfterVerdict(int64_t outer) {
   std::set<int64_t> swept;  // the failing slots a sweep (or VerifyRecordsNow) found
   for (size_t i = violations_seen_; i < violations_.size(); ++i) {
     AddFullPoolSlotsOf(violations_[i].row, failing);
-    const int64_t kind = violations_[i].row.kernel_kind;
-    if (kind == static_cast<int64_t>(kvcanary::CanaryLaunchTag::kSweepKFull) ||
-        kind == static_cast<int64_t>(kvcanary::CanaryLaunchTag::kSweepVFull)) {
+    if (runtime::IsSweepTag(static_cast<int>(violations_[i].row.kernel_kind))) {
       AddFullPoolSlotsOf(violations_[i].row, swept);
     }
   }
