@@ -67,6 +67,7 @@ Engine::Engine(const SimOptions& options, std::string name, runtime::LogSink* lo
   const int64_t unit = std::max<int64_t>(options.block_size, 1);
   allocator_ = std::make_unique<SlotAllocator>(options.num_slots / unit);
   radix_ = std::make_unique<RadixCache>(unit);
+  radix_->SetSlotDependentRecords(options.compress_ratio > 1);
   SchedulerOptions scheduler_options;
   scheduler_options.max_running_reqs = options.max_running_reqs;
   scheduler_options.chunk_size = options.chunk_size;

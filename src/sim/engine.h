@@ -285,9 +285,11 @@ class Engine {
   // Adds the full-pool slots a shown row names to `slots`: its own; a compressed pool's rows name
   // compressed slots, reached from every full slot whose table entry names it; an SWA row none.
   void AddFullPoolSlotsOf(const runtime::ViolationRow& row, std::set<int64_t>& slots) const;
-  void Recompute(int64_t id, const std::set<int64_t>& failing_units);
-  // Whether a running request other than `except` owns allocation unit `unit`, or the cache does.
-  bool OwnedElsewhere(int64_t unit, const Request& except) const;
+  void Recompute(int64_t id);
+  // The allocation units of `req`'s own slots that another running request or the cache also
+  // holds (a slot freed while in use and handed out again): freeing them would hand them out a
+  // third time.
+  std::vector<int64_t> UnitsOwnedElsewhere(const Request& req) const;
   // Whether a running request other than `except` (may be null) owns `unit` (not via the cache).
   bool OwnedByRunning(int64_t unit, const Request* except) const;
   // Slots per allocation unit: 1, or the block size when paged.

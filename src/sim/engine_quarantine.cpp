@@ -98,9 +98,7 @@ void Engine::AfterVerdict(int64_t outer) {
       if (reads_any_of(*req, swept)) ids.insert(req->spec.id);
     }
   }
-  std::set<int64_t> failing_units;
-  for (int64_t slot : failing) failing_units.insert(slot / Unit());
-  for (int64_t id : ids) Recompute(id, failing_units);
+  for (int64_t id : ids) Recompute(id);
   bad_slots_.insert(failing.begin(), failing.end());
   RemoveCachedBadSlots();
   // Every violation of the steps before `outer` is known now.
@@ -129,14 +127,31 @@ bool Engine::OwnedByRunning(int64_t unit, const Request* except) const {
   return false;
 }
 
-bool Engine::OwnedElsewhere(int64_t unit, const Request& except) const {
-  if (OwnedByRunning(unit, &except)) return true;
-  std::set<int64_t> slots;
-  for (int64_t slot = unit * Unit(); slot < (unit + 1) * Unit(); ++slot) slots.insert(slot);
-  return !radix_->ResidentNodesHolding(slots).empty();
+std::vector<int64_t> Engine::UnitsOwnedElsewhere(const Request& req) const {
+  std::set<int64_t> own;
+  for (size_t pos = static_cast<size_t>(req.cached_len); pos < req.slots.size(); ++pos) {
+    own.insert(req.slots[pos] / Unit());
+  }
+  std::set<int64_t> shared;
+  for (const std::unique_ptr<Request>& other : scheduler_->running()) {
+    if (other.get() == &req) continue;
+    for (size_t pos = static_cast<size_t>(other->cached_len); pos < other->slots.size(); ++pos) {
+      if (own.count(other->slots[pos] / Unit())) shared.insert(other->slots[pos] / Unit());
+    }
+  }
+  std::set<int64_t> own_slots;
+  for (int64_t unit : own) {
+    for (int64_t slot = unit * Unit(); slot < (unit + 1) * Unit(); ++slot) own_slots.insert(slot);
+  }
+  for (RadixCache::NodeId node : radix_->ResidentNodesHolding(own_slots)) {
+    for (int64_t slot : radix_->DeviceSlots(node)) {
+      if (own.count(slot / Unit())) shared.insert(slot / Unit());
+    }
+  }
+  return {shared.begin(), shared.end()};
 }
 
-void Engine::Recompute(int64_t id, const std::set<int64_t>& failing_units) {
+void Engine::Recompute(int64_t id) {
   if (Request* req = FindHeldRequest(id); req != nullptr && hooks_ != nullptr) {
     hooks_->BeforeRecompute(*this, *req);
   }
@@ -146,14 +161,10 @@ void Engine::Recompute(int64_t id, const std::set<int64_t>& failing_units) {
   }
   Request* req = FindRunning(id);
   if (req != nullptr) {
-    // A failing unit may be another owner's too (a slot freed while in use and handed out
-    // again): it stays with that owner, so it is not freed twice.
-    std::vector<int64_t> keep;
-    for (size_t pos = static_cast<size_t>(req->cached_len); pos < req->slots.size(); ++pos) {
-      const int64_t u = req->slots[pos] / Unit();
-      if (failing_units.count(u) && OwnedElsewhere(u, *req)) keep.push_back(u);
-    }
-    scheduler_->Requeue(req, keep, req->delivered);
+    // A unit may be another owner's too (a slot freed while in use and handed out again): it
+    // stays with that owner, so it is not freed twice. Not only the failing units: a sampled
+    // verify may name the slot after the reused one (its chain hash) and not the reused slot.
+    scheduler_->Requeue(req, UnitsOwnedElsewhere(*req), req->delivered);
   } else {
     auto it = std::find_if(finishing_.begin(), finishing_.end(),
                            [id](const std::unique_ptr<Request>& r) { return r->spec.id == id; });

@@ -210,14 +210,24 @@ bool FaultInjector::Explains(Engine& engine, const Open& open, int64_t slot, boo
     if (open.content.has_value() && swa->SlotContent(slot) == *open.content) return true;
     return false;
   }
-  if (open.slots.count(slot)) return true;
   if (open.content.has_value() && slot > 0 && slot < options_.num_slots &&
       engine.SlotContent(slot) == *open.content) {
     return true;
   }
-  for (int64_t id : open.victims) {
-    const Request* req = engine.FindRunning(id);
-    if (req != nullptr && RowHolds(engine, *req, slot)) return true;
+  // A compressed pool's rows name compressed slots; what the injection touched and the victims'
+  // rows hold full slots too, those whose entries name them (the record after a stale entry fails
+  // its chain at its own slot).
+  std::vector<int64_t> candidates{slot};
+  if (const CompressedState* compressed = engine.compressed()) {
+    const std::vector<int64_t> full = compressed->FullSlotsNaming(slot);
+    candidates.insert(candidates.end(), full.begin(), full.end());
+  }
+  for (int64_t candidate : candidates) {
+    if (open.slots.count(candidate)) return true;
+    for (int64_t id : open.victims) {
+      const Request* req = engine.FindRunning(id);
+      if (req != nullptr && RowHolds(engine, *req, candidate)) return true;
+    }
   }
   return false;
 }

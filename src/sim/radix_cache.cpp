@@ -179,8 +179,14 @@ std::vector<int64_t> RadixCache::Insert(const std::vector<int64_t>& tokens,
     const auto it = nodes_[node].children.find(child_key);
     const int64_t matched =
         it == nodes_[node].children.end() ? 0 : MatchedPages(nodes_[it->second].key, tokens, i);
+    // With slot-dependent records, nothing after a duplicate is cached (see the header).
+    const bool adopt = !slot_dependent_records_ || duplicates.empty();
     if (matched == 0) {
       if (it != nodes_[node].children.end()) Fail("two first pages share a child key");
+      if (!adopt) {
+        duplicates.insert(duplicates.end(), slots.begin() + static_cast<int64_t>(i), slots.end());
+        break;
+      }
       const NodeId leaf = NewNode();
       Node& n = nodes_[leaf];
       n.key = Slice(tokens, i, tokens.size());
@@ -202,6 +208,9 @@ std::vector<int64_t> RadixCache::Insert(const std::vector<int64_t>& tokens,
       for (int64_t j = 0; j < matched; ++j) {
         if (n.slots[j] != slots[i + j]) duplicates.push_back(slots[i + j]);
       }
+    } else if (!adopt) {
+      duplicates.insert(duplicates.end(), slots.begin() + static_cast<int64_t>(i),
+                        slots.begin() + static_cast<int64_t>(i) + matched);
     } else {
       // The input recomputed a prefix the device had lost: its slots become the node's, and the
       // host copy is no longer needed (the device copy is the fresher one).

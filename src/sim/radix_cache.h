@@ -82,6 +82,12 @@ class RadixCache : public runtime::RadixView {
 
   // Off by default. REQUIRES: no host-only node exists when turning it off.
   void EnableHostTier(bool enabled);
+  // Off by default. On: once a position of an Insert was a duplicate, the tree learns nothing
+  // after it: the input's later positions it lacks (or holds only on the host) are returned as
+  // duplicates too, since their records were chained through the input's slots, not the tree's.
+  // For a pool whose records depend on the slots that hold a sequence, not on its tokens alone
+  // (a compressed pool: whether a slot closes a compressed slot is a property of the slot).
+  void SetSlotDependentRecords(bool on) { slot_dependent_records_ = on; }
   bool host_tier() const { return host_tier_; }
 
   // The longest cached prefix of `tokens` that is a whole number of pages. A match ending inside a node splits it (the new node
@@ -96,7 +102,7 @@ class RadixCache : public runtime::RadixView {
 
   // Inserts `tokens` (position i's KV in slots[i]). Where the tree already holds a position on a
   // resident node with a different slot, the input slot is a duplicate: it is returned and the
-  // caller frees it; the cache keeps its own. Positions on host-only nodes are revived with the
+  // caller frees it; the cache keeps its own (see SetSlotDependentRecords for what follows one). Positions on host-only nodes are revived with the
   // input slots (their host slots go to TakeReleasedHostSlots). All other input slots now belong
   // to the cache. REQUIRES: tokens.size() == slots.size().
   std::vector<int64_t> Insert(const std::vector<int64_t>& tokens,
@@ -186,6 +192,7 @@ class RadixCache : public runtime::RadixView {
   uint64_t clock_ = 0;
   int64_t page_size_ = 1;
   bool host_tier_ = false;
+  bool slot_dependent_records_ = false;
   int64_t device_tokens_ = 0;
   int64_t evictable_tokens_ = 0;
   int64_t host_tokens_ = 0;

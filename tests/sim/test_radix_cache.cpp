@@ -105,6 +105,27 @@ TEST(RadixCache, PagesMatchAndSplitOnlyAtPageBoundaries) {
   EXPECT_THROW(RadixCache(0), std::logic_error);
 }
 
+// A compressed pool's records chain through the slots that close a compressed slot, so a
+// sequence cached after another's slots would not verify: with slot-dependent records the cache
+// adopts no input slot after the first duplicate.
+TEST(RadixCache, SlotDependentRecordsExtendOnlyAnOwnPath) {
+  RadixCache cache;
+  cache.SetSlotDependentRecords(true);
+  cache.Insert({1, 2, 3}, {10, 11, 12});
+  // Position 2 is cached under slot 12: 22 is a duplicate, so 23 and 24 are returned too.
+  EXPECT_EQ(cache.Insert({1, 2, 3, 4, 5}, {10, 11, 22, 23, 24}), Ids({22, 23, 24}));
+  EXPECT_EQ(cache.MatchPrefix({1, 2, 3, 4, 5}).slots, Ids({10, 11, 12}));
+  EXPECT_EQ(cache.TotalCachedTokens(), 3);
+  // The cache's own slots extended: adopted as before.
+  EXPECT_EQ(cache.Insert({1, 2, 3, 4}, {10, 11, 12, 33}), Ids{});
+  EXPECT_EQ(cache.MatchPrefix({1, 2, 3, 4}).slots, Ids({10, 11, 12, 33}));
+  // After a duplicate, positions the cache holds under the same slots stay the cache's; the
+  // positions it lacks come back.
+  EXPECT_EQ(cache.Insert({1, 2, 3, 4, 6}, {40, 11, 12, 33, 44}), Ids({40, 44}));
+  EXPECT_EQ(cache.TotalCachedTokens(), 4);
+  cache.TEST_CheckInvariants();
+}
+
 TEST(RadixCache, PagedDuplicatesAndEvictionsAreWholePages) {
   RadixCache cache(2);
   cache.Insert({1, 2, 3, 4}, {10, 11, 12, 13});
