@@ -13,7 +13,8 @@
 #   GPU_RUN_SKIP="bench racecheck" ...           (steps to skip, by name)
 #   GPU_RUN_SCENARIOS="default swa" ...          (simulator scenarios; default: default swa offload paged
 #                                                 eagle mla compressed, quarantine (the default with
-#                                                 --on-violation quarantine) and jitter (with --jitter))
+#                                                 --on-violation quarantine), sampled (quarantine with
+#                                                 --verify-sample 8) and jitter (with --jitter))
 #
 # GoogleTest, CLI11 and nlohmann-json come from the system, or from .carry/ when it exists: on a
 # machine without those packages, `bash scripts/gpu_carry.sh` on a Debian machine copies them
@@ -145,14 +146,16 @@ if [[ -x build/gpu/cli/kvcanary ]]; then
       --print-summary per-kernel ./build/gpu/cli/kvcanary bench --device cuda --cases decode-1 --reps 20
   fi
   # The simulator's scenarios on the GPU, and on the CPU for comparison (same seed: same report).
-  # "quarantine" is the default scenario with --on-violation quarantine; "jitter" the default with
-  # the timing-jitter fuzzer (on CUDA it shifts the canary's launches; the report must not change).
-  for scenario in ${GPU_RUN_SCENARIOS:-default swa offload paged eagle mla compressed quarantine jitter}; do
+  # "quarantine" is the default scenario with --on-violation quarantine, "sampled" that with
+  # --verify-sample 8 too; "jitter" the default with the timing-jitter fuzzer (on CUDA it shifts
+  # the canary's launches; the report must not change).
+  for scenario in ${GPU_RUN_SCENARIOS:-default swa offload paged eagle mla compressed quarantine sampled jitter}; do
     for device in cuda cpu; do
       args=(sim --device "$device" --progress off --json "$out/sim_${scenario}_${device}.json")
       case $scenario in
         default) ;;
         quarantine) args+=(--on-violation quarantine) ;;
+        sampled) args+=(--verify-sample 8 --on-violation quarantine) ;;
         jitter) args+=(--jitter) ;;
         *) args+=(--scenario "$scenario") ;;
       esac

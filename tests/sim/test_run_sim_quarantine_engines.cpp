@@ -54,16 +54,17 @@ TEST_P(QuarantineOnEngine, DeliversNothingCorruptedAndReportsNothingElse) {
   EXPECT_EQ(ExitCode({report}), 0);
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    SampledAndHeldBack, QuarantineOnEngine,
-    ::testing::Values(QuarantineCase{"swa", 1, 8, 1}, QuarantineCase{"paged", 1, 8, 1},
-                      QuarantineCase{"compressed", 2, 8, 1},
-                      QuarantineCase{"compressed", 2, 1, 7}),
-    [](const ::testing::TestParamInfo<QuarantineCase>& info) {
-      const QuarantineCase& c = info.param;
-      return c.scenario + "_seed" + std::to_string(c.seed) + "_k" +
-             std::to_string(c.verify_sample) + "_hold" + std::to_string(c.hold_back);
-    });
+INSTANTIATE_TEST_SUITE_P(SampledAndHeldBack, QuarantineOnEngine,
+                         ::testing::Values(QuarantineCase{"swa", 1, 8, 1},
+                                           QuarantineCase{"paged", 1, 8, 1},
+                                           QuarantineCase{"compressed", 2, 8, 1},
+                                           QuarantineCase{"compressed", 2, 1, 7}),
+                         [](const ::testing::TestParamInfo<QuarantineCase>& info) {
+                           const QuarantineCase& c = info.param;
+                           return c.scenario + "_seed" + std::to_string(c.seed) + "_k" +
+                                  std::to_string(c.verify_sample) + "_hold" +
+                                  std::to_string(c.hold_back);
+                         });
 
 }  // namespace
 }  // namespace kvcanary::sim
