@@ -32,6 +32,7 @@ CanaryManager = _rt.CanaryManager
 FilePageStore = _rt.FilePageStore
 StoreLoadResult = _rt.StoreLoadResult
 CorruptionError = _kvcanary.CorruptionError
+walk_of_sequence = _rt.walk_of_sequence
 
 
 def install(config: Config, **kwargs: Any) -> CanaryManager | None:
@@ -142,4 +143,5 @@ __all__ = [
     "Violation",
     "install",
     "paged_layer_bytes",
+    "walk_of_sequence",
 ]

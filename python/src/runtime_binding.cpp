@@ -7,8 +7,10 @@
 #include <string>
 
 #include "dlpack_export.h"
+#include "kvcanary/runtime/radix_view.h"
 #include "kvcanary/runtime/violation_format.h"
 #include "runtime_canary.h"
+#include "runtime_fields.h"
 #include "scalars.h"
 
 namespace py = pybind11;
@@ -190,6 +192,8 @@ void RegisterCanaryManager(py::module_& m) {
       .def("perturb_next_tokens", &M::PerturbNextTokens, py::arg("sampled"))
       .def("take_affected_requests", &M::TakeAffectedRequests)
       .def("attach_radix_cache", &M::AttachRadixCache, py::arg("view"))
+      .def("verify_records_now", &M::VerifyRecordsNow, py::arg("slot_indices"),
+           py::arg("positions"), py::arg("prev_slot_indices"))
       .def("backup_records", &M::BackupRecords, py::arg("kind"), py::arg("host_indices"),
            py::arg("device_indices"), py::arg("host_k") = py::none(),
            py::arg("host_v") = py::none())
@@ -221,6 +225,15 @@ void RegisterCanaryManager(py::module_& m) {
       .def_property_readonly("outer_step", [](const M& c) { return c.manager().outer_step(); })
       .def_property_readonly("sweep_passes", [](const M& c) { return c.manager().sweep_passes(); })
       .def_property_readonly("split_steps", [](const M& c) { return c.manager().split_steps(); });
+  m.def(
+      "walk_of_sequence",
+      [](py::handle slots) {
+        const runtime::RadixWalk walk = runtime::WalkOfSequence(Int64ListArg(slots, "slots"));
+        return py::make_tuple(walk.slot_indices, walk.positions, walk.prev_slot_indices);
+      },
+      py::arg("slots"),
+      "(slot_indices, positions, prev_slot_indices) of one sequence's slots, slot i at position "
+      "i: the arguments of CanaryManager.verify_records_now.");
   m.def(
       "install",
       [](py::handle config, const py::kwargs& kwargs) {

@@ -259,6 +259,15 @@ void PyCanaryManager::AttachRadixCache(py::object view) {
   radix_ = std::move(radix);  // the previous view is released after the runtime let go of it
 }
 
+void PyCanaryManager::VerifyRecordsNow(py::handle slot_indices, py::handle positions,
+                                       py::handle prev_slot_indices) {
+  runtime::RadixWalk walk;
+  walk.slot_indices = Int64ListArg(slot_indices, "slot_indices");
+  walk.positions = Int64ListArg(positions, "positions");
+  walk.prev_slot_indices = Int64ListArg(prev_slot_indices, "prev_slot_indices");
+  Run([&] { manager_->VerifyRecordsNow(walk); });
+}
+
 void PyCanaryManager::BackupRecords(py::handle kind, py::handle host_indices,
                                     py::handle device_indices, py::handle host_k,
                                     py::handle host_v) {

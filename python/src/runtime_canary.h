@@ -66,6 +66,9 @@ class PyCanaryManager {
   pybind11::list PerturbNextTokens(pybind11::handle sampled);
   std::vector<runtime::AffectedRequest> TakeAffectedRequests();
   void AttachRadixCache(pybind11::object view);
+  // verify_records_now(slot_indices, positions, prev_slot_indices): VerifyRecordsNow of that walk.
+  void VerifyRecordsNow(pybind11::handle slot_indices, pybind11::handle positions,
+                        pybind11::handle prev_slot_indices);
   // Host offload: records of the (host, device) index pairs to the host mirror (with the host
   // copy of layer 0 for verify_backup) and back.
   void BackupRecords(pybind11::handle kind, pybind11::handle host_indices,

@@ -33,6 +33,12 @@ for target in fuzz_plan fuzz_plan_offsets fuzz_plan_entries fuzz_fused_verify fu
   repeat 0e 1024 >"corpus/${target}/paged_fourteens"
 done
 
+# fuzz_verify_records_now: a shape byte, a length byte, then the three columns' values.
+repeat 00 64 >corpus/fuzz_verify_records_now/zeros
+repeat 03 128 >corpus/fuzz_verify_records_now/threes
+{ printf '\x00\x08'; repeat 05 8; repeat 02 8; repeat 04 8; } >corpus/fuzz_verify_records_now/eight
+{ printf '\x01\x04'; repeat 05 4; repeat f5 5; repeat 02 4; } >corpus/fuzz_verify_records_now/extremes
+
 # fuzz_config: NAME-INDEX bytes are read from the end, values (backslash-terminated) from the front.
 printf 'log\\ 1\\ 64\\ 0.5\\ full\\ \x01\x03\x02\x0f\x14' >corpus/fuzz_config/typical
 printf 'raise\\ all\\ -1\\ nan\\ 18446744073709551615\\ \x00\x01\x04\x10\x16' >corpus/fuzz_config/edges
