@@ -87,7 +87,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   } catch (const kvcanary::Error& error) {
     refused = true;
     const std::string message = error.what();
-    if (message.rfind("kv-canary: verify_records_now", 0) != 0) Fail("unexpected error: " + message);
+    if (message.rfind("kv-canary: verify_records_now", 0) != 0)
+      Fail("unexpected error: " + message);
   }
   if (refused == Valid(walk, kPool)) {
     Fail(std::string(refused ? "refused a valid walk" : "accepted an invalid walk"));
