@@ -352,6 +352,8 @@ bool Engine::Step(int64_t step, EngineHooks& hooks) {
     }
   }
   std::vector<std::unique_ptr<Request>> done = scheduler_->Complete(batch, sampled);
+  // Complete has handed the finished requests' slots to the cache and freed the duplicates, but
+  // nothing allocates before this verification runs: none of those slots is written again first.
   if (held_ && options_.verify_sample > 1) VerifyFinishedSlots(done);
   AcceptDrafts();
   if (held_) HoldSampled(batch, sampled, outer, done);

@@ -186,52 +186,6 @@ void FaultInjector::AfterAdmit(Engine& engine, const TransferPacket& packet, Req
   open.abort_victims = true;
 }
 
-bool FaultInjector::Explains(Engine& engine, const Open& open, int64_t slot, bool swa_tag) const {
-  if (swa_tag) {
-    // SWA rows name SWA-pool slots: map what the injection touched through the table.
-    SwaState* swa = engine.swa();
-    if (swa == nullptr) return false;
-    if (open.swa_slots.count(slot)) return true;
-    for (int64_t full : open.slots) {
-      if (full > 0 && full < options_.num_slots && swa->LastSwaSlotOf(full) == slot) return true;
-    }
-    for (int64_t id : open.victims) {
-      const Request* req = engine.FindRunning(id);
-      if (req == nullptr) continue;
-      for (int64_t full : req->slots) {
-        if (swa->LastSwaSlotOf(full) == slot) return true;
-      }
-      const int32_t* row = engine.table().HostRow(req->row);
-      for (int64_t pos = 0; pos < std::min<int64_t>(req->seq_len(), options_.max_context_len); ++pos) {
-        const int64_t full = row[pos];
-        if (full > 0 && full < options_.num_slots && swa->LastSwaSlotOf(full) == slot) return true;
-      }
-    }
-    if (open.content.has_value() && swa->SlotContent(slot) == *open.content) return true;
-    return false;
-  }
-  if (open.content.has_value() && slot > 0 && slot < options_.num_slots &&
-      engine.SlotContent(slot) == *open.content) {
-    return true;
-  }
-  // A compressed pool's rows name compressed slots; what the injection touched and the victims'
-  // rows hold full slots too, those whose entries name them (the record after a stale entry fails
-  // its chain at its own slot).
-  std::vector<int64_t> candidates{slot};
-  if (const CompressedState* compressed = engine.compressed()) {
-    const std::vector<int64_t> full = compressed->FullSlotsNaming(slot);
-    candidates.insert(candidates.end(), full.begin(), full.end());
-  }
-  for (int64_t candidate : candidates) {
-    if (open.slots.count(candidate)) return true;
-    for (int64_t id : open.victims) {
-      const Request* req = engine.FindRunning(id);
-      if (req != nullptr && RowHolds(engine, *req, candidate)) return true;
-    }
-  }
-  return false;
-}
-
 void FaultInjector::AfterStep(Engine& engine, const std::vector<ReportedViolation>& violations,
                               std::vector<ObservedViolation>& false_positives) {
   // SWA rows name SWA-pool slots, reported a step after the table mapped them: remember what the
@@ -391,6 +345,8 @@ void FaultInjector::Close(Engine& engine, Open& open) {
   open.closed_step = step_;
   // The report lists what the injection touched (full-pool slots).
   injections_[open.index].slots.assign(open.slots.begin(), open.slots.end());
+  injections_[open.index].slots.insert(injections_[open.index].slots.end(),
+                                       open.compressed_slots.begin(), open.compressed_slots.end());
   if (open.undo) open.undo(engine);
   // With quarantine the engine has already sent the requests the violations named back to be
   // computed again: that is the recovery under test, so no operator steps in.

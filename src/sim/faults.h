@@ -78,6 +78,7 @@ class FaultInjector : public EngineHooks {
     std::set<int64_t> victims;        // request ids whose rows it affects
     std::set<int64_t> slots;          // slots it touched (full pool)
     std::set<int64_t> swa_slots;      // SWA-pool slots it touched
+    std::set<int64_t> compressed_slots;  // compressed-pool slots it touched
     // Byte flips: the (token, position) whose KV bytes were flipped. The bytes travel through
     // the host tier, so any slot holding this content is explained (and repaired).
     std::optional<std::pair<int64_t, int64_t>> content;

@@ -68,7 +68,7 @@ void FaultInjector::InjectCompressedSlotStale(Engine& engine, Batch& batch) {
          << " maps to compressed slot " << stale << " of a freed slot instead of " << proper;
   Open& open = Start(FaultKind::kCompressedSlotStale, target.str());
   open.victims = {victim->spec.id};
-  open.slots = {stale};  // the canary's rows name compressed slots
+  open.compressed_slots = {stale};  // the canary's rows name compressed slots
   open.undo = [full, proper](Engine& e) { e.compressed()->SetEntry(full, proper); };
 }
 

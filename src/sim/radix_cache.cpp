@@ -37,7 +37,13 @@ RadixCache::RadixCache(int64_t page_size) : page_size_(page_size) {
 
 void RadixCache::EnableHostTier(bool enabled) {
   if (!enabled && host_tokens_ > 0) Fail("host tier turned off while host-only nodes exist");
+  if (enabled && slot_dependent_records_) Fail("a host tier with slot-dependent records");
   host_tier_ = enabled;
+}
+
+void RadixCache::SetSlotDependentRecords(bool on) {
+  if (on && host_tier_) Fail("slot-dependent records with a host tier");
+  slot_dependent_records_ = on;
 }
 
 const RadixCache::Node& RadixCache::At(NodeId node) const {
@@ -208,9 +214,6 @@ std::vector<int64_t> RadixCache::Insert(const std::vector<int64_t>& tokens,
       for (int64_t j = 0; j < matched; ++j) {
         if (n.slots[j] != slots[i + j]) duplicates.push_back(slots[i + j]);
       }
-    } else if (!adopt) {
-      duplicates.insert(duplicates.end(), slots.begin() + static_cast<int64_t>(i),
-                        slots.begin() + static_cast<int64_t>(i) + matched);
     } else {
       // The input recomputed a prefix the device had lost: its slots become the node's, and the
       // host copy is no longer needed (the device copy is the fresher one).

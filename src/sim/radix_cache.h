@@ -80,14 +80,16 @@ class RadixCache : public runtime::RadixView {
   explicit RadixCache(int64_t page_size = 1);
   int64_t page_size() const { return page_size_; }
 
-  // Off by default. REQUIRES: no host-only node exists when turning it off.
+  // Off by default. REQUIRES: no host-only node exists when turning it off; not with
+  // slot-dependent records (std::logic_error).
   void EnableHostTier(bool enabled);
   // Off by default. On: once a position of an Insert was a duplicate, the tree learns nothing
-  // after it: the input's later positions it lacks (or holds only on the host) are returned as
-  // duplicates too, since their records were chained through the input's slots, not the tree's.
-  // For a pool whose records depend on the slots that hold a sequence, not on its tokens alone
-  // (a compressed pool: whether a slot closes a compressed slot is a property of the slot).
-  void SetSlotDependentRecords(bool on) { slot_dependent_records_ = on; }
+  // after it: the input's later positions it lacks are returned as duplicates too, since their
+  // records were chained through the input's slots, not the tree's. For a pool whose records
+  // depend on the slots that hold a sequence, not on its tokens alone (a compressed pool:
+  // whether a slot closes a compressed slot is a property of the slot). Not with the host tier
+  // (std::logic_error): host-only nodes would revive with the input's slots.
+  void SetSlotDependentRecords(bool on);
   bool host_tier() const { return host_tier_; }
 
   // The longest cached prefix of `tokens` that is a whole number of pages. A match ending inside a node splits it (the new node
@@ -102,9 +104,10 @@ class RadixCache : public runtime::RadixView {
 
   // Inserts `tokens` (position i's KV in slots[i]). Where the tree already holds a position on a
   // resident node with a different slot, the input slot is a duplicate: it is returned and the
-  // caller frees it; the cache keeps its own (see SetSlotDependentRecords for what follows one). Positions on host-only nodes are revived with the
-  // input slots (their host slots go to TakeReleasedHostSlots). All other input slots now belong
-  // to the cache. REQUIRES: tokens.size() == slots.size().
+  // caller frees it; the cache keeps its own (SetSlotDependentRecords: and what follows one).
+  // Positions on host-only nodes are revived with the input slots (their host slots go to
+  // TakeReleasedHostSlots). All other input slots now belong to the cache.
+  // REQUIRES: tokens.size() == slots.size().
   std::vector<int64_t> Insert(const std::vector<int64_t>& tokens,
                               const std::vector<int64_t>& slots);
 

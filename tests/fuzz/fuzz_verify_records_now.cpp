@@ -34,6 +34,7 @@ constexpr int64_t kPool = 64;
 std::unique_ptr<FakeEngine> StartedEngine() {
   FakeEngineOptions options;
   options.num_slots = kPool;
+  options.swa_window = 0;  // one FULL group: every row names a slot of the walk
   options.config.mode = kvcanary::runtime::Mode::kLog;
   auto engine = std::make_unique<FakeEngine>(options);
   engine->AddRequest(6);

@@ -124,6 +124,23 @@ TEST(RadixCache, SlotDependentRecordsExtendOnlyAnOwnPath) {
   EXPECT_EQ(cache.Insert({1, 2, 3, 4, 6}, {40, 11, 12, 33, 44}), Ids({40, 44}));
   EXPECT_EQ(cache.TotalCachedTokens(), 4);
   cache.TEST_CheckInvariants();
+  // A host tier would revive host-only nodes with the input's slots: refused either way round.
+  EXPECT_THROW(cache.EnableHostTier(true), std::logic_error);
+  RadixCache with_host;
+  with_host.EnableHostTier(true);
+  EXPECT_THROW(with_host.SetSlotDependentRecords(true), std::logic_error);
+}
+
+// Pages: a duplicate page returns the rest of the input's pages the tree lacks, whole.
+TEST(RadixCache, SlotDependentRecordsDropWholePagesAfterADuplicate) {
+  RadixCache cache(2);
+  cache.SetSlotDependentRecords(true);
+  cache.Insert({1, 2, 3, 4}, {10, 11, 12, 13});
+  EXPECT_EQ(cache.Insert({1, 2, 3, 4, 5, 6}, {10, 11, 22, 23, 24, 25}), Ids({22, 23, 24, 25}));
+  EXPECT_EQ(cache.TotalCachedTokens(), 4);
+  EXPECT_EQ(cache.Insert({1, 2, 3, 4, 5, 6}, {10, 11, 12, 13, 34, 35}), Ids{});
+  EXPECT_EQ(cache.TotalCachedTokens(), 6);
+  cache.TEST_CheckInvariants();
 }
 
 TEST(RadixCache, PagedDuplicatesAndEvictionsAreWholePages) {
