@@ -191,13 +191,20 @@ class Engine {
   // Tokens sampled and not yet delivered (always 0 without quarantine).
   int64_t tokens_held() const { return held_ ? held_->size() : 0; }
 
+  // The allocator and the holders agree: every allocated unit is held by a running request (its
+  // own positions) or a resident cached prefix, and none of those is free. Throws
+  // std::logic_error naming the first unit that breaks it (a simulator bug: a leak, or a unit
+  // handed out twice). Call between steps.
+  void CheckUnitOwnership() const;
+
   // Tokens sampled in the last step, with the oracle's expectation.
   const std::vector<SampledToken>& last_sampled() const { return last_sampled_; }
 
-  // Abandons a running request (a quarantined victim): frees its row and the allocation units
-  // (slots, or blocks when paged) it owns, except `keep` (units a fault handed to someone else),
-  // and unlocks its cached prefix.
-  void Abort(Request* req, const std::vector<int64_t>& keep = {});
+  // Abandons a running request (a fault's victim, with --on-violation log): frees its row and the
+  // allocation units (slots, or blocks when paged) it owns, except those another request or the
+  // cache also holds (a fault handed them out again; UnitsOwnedElsewhere), and unlocks its cached
+  // prefix.
+  void Abort(Request* req);
   // Rewrites a slot's KV bytes from what the forward last wrote there (undoes a byte flip).
   void RestoreSlotKv(int64_t slot);
   // Rewrites the KV bytes of every device and host-tier slot holding `content` (a byte flip

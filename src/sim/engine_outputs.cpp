@@ -1,7 +1,12 @@
 // What the engine hands out: each sampled token's oracle expectation, finished requests (their
 // whole output checked against the oracle first) and the violations the runtime reported; and
 // the running requests a caller may look up or abort.
+#include <set>
+#include <stdexcept>
+#include <string>
+
 #include "kvcanary/hash.h"
+#include "kvcanary/runtime/radix_view.h"
 #include "sim/engine.h"
 
 namespace kvcanary::sim {
@@ -63,10 +68,33 @@ void Engine::ForgetRequest(int64_t id) {
   if (swa_) swa_->ReleaseAll(id);
 }
 
-void Engine::Abort(Request* req, const std::vector<int64_t>& keep) {
+void Engine::Abort(Request* req) {
   if (held_) held_->Discard(req->spec.id);
   ForgetRequest(req->spec.id);
-  scheduler_->Abort(req, keep);
+  // Not a fixed list of the fault's units: the victim may have been handed its freed slot back
+  // itself, and keeping that one would leak it.
+  scheduler_->Abort(req, UnitsOwnedElsewhere(*req));
+}
+
+void Engine::CheckUnitOwnership() const {
+  std::set<int64_t> held;
+  for (const std::unique_ptr<Request>& req : scheduler_->running()) {
+    for (size_t pos = static_cast<size_t>(req->cached_len); pos < req->slots.size(); ++pos) {
+      held.insert(req->slots[pos] / Unit());
+    }
+  }
+  for (int64_t slot : runtime::WalkRadix(*radix_).slot_indices) held.insert(slot / Unit());
+  const auto fail = [](int64_t unit, const char* what) {
+    throw std::logic_error("kv-canary sim: allocation unit " + std::to_string(unit) + " " + what);
+  };
+  for (int64_t unit : held) {
+    if (allocator_->IsFree(unit)) fail(unit, "is held by a request or the cache but free");
+  }
+  for (int64_t unit = 1; unit < allocator_->num_slots(); ++unit) {
+    if (!allocator_->IsFree(unit) && held.count(unit) == 0) {
+      fail(unit, "is allocated but no request or cached prefix holds it (leaked)");
+    }
+  }
 }
 
 }  // namespace kvcanary::sim

@@ -352,7 +352,7 @@ void FaultInjector::Close(Engine& engine, Open& open) {
   // computed again: that is the recovery under test, so no operator steps in.
   if (!open.abort_victims || quarantine()) return;
   for (int64_t id : open.victims) {
-    if (Request* req = engine.FindRunning(id)) engine.Abort(req, open.keep_units);
+    if (Request* req = engine.FindRunning(id)) engine.Abort(req);
   }
 }
 

@@ -82,7 +82,6 @@ class FaultInjector : public EngineHooks {
     // Byte flips: the (token, position) whose KV bytes were flipped. The bytes travel through
     // the host tier, so any slot holding this content is explained (and repaired).
     std::optional<std::pair<int64_t, int64_t>> content;
-    std::vector<int64_t> keep_units;  // allocation units a victim must not free on abort
     std::function<void(Engine&)> undo;
     bool abort_victims = false;
     int64_t horizon_end = 0;

@@ -166,7 +166,6 @@ void FaultInjector::InjectStaleSlotReuse(Engine&, Batch& batch) {
   Open& open = Start(FaultKind::kStaleSlotReuse, target.str());
   open.victims = {victim->spec.id};
   open.slots = {slot};
-  open.keep_units = {slot};  // it belongs to whoever was handed it next
   open.abort_victims = true;
 }
 

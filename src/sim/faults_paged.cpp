@@ -68,7 +68,6 @@ void FaultInjector::InjectFreedBlockReuse(Engine& engine, Batch& batch) {
   Open& open = Start(FaultKind::kFreedBlockReuse, target.str());
   open.victims = {victim->spec.id};
   InsertBlockSlots(open.slots, block, bs);
-  open.keep_units = {block};  // it belongs to whoever was handed it next
   open.abort_victims = true;
 }
 

@@ -169,6 +169,9 @@ ScenarioReport RunScenario(const SimOptions& options, const ProgressFn& progress
     }
   }
   injector.Finish(engine);
+  // The recoveries (aborts, recomputes, dropped prefixes) free exactly what nobody else holds.
+  engine.CheckUnitOwnership();
+  if (prefill) prefill->CheckUnitOwnership();
 
   report.injections = injector.injections();
   report.oracle_mismatches_total = engine.stats().oracle_mismatches;
