@@ -14,6 +14,7 @@
 #include "kvcanary/runtime/canary_manager.h"
 #include "sim/engine.h"
 #include "sim/faults.h"
+#include "sim/no_hooks.h"
 #include "sim/workload.h"
 
 namespace kvcanary::sim {
@@ -55,16 +56,6 @@ WorkloadOptions WorkloadOf(const SimOptions& options) {
   return workload;
 }
 
-// The PD prefill engine runs no fault of its own: the decode side is the one under test.
-class NoFaults : public EngineHooks {
- public:
-  void BeforeForward(Engine&, Batch&, ForwardView&) override {}
-  bool OnApiError(Engine&, const std::string&) override { return false; }
-  void AfterForward(Engine&, const Batch&) override {}
-  void OnSampled(Engine&, const Batch&, std::vector<int64_t>&) override {}
-  void OnRestore(Engine&, std::vector<int64_t>&, const std::vector<int64_t>&) override {}
-};
-
 // Violations on the prefill side have no fault to explain them.
 void AddUnexplained(const std::vector<ReportedViolation>& violations, int64_t step,
                     ScenarioReport& report) {
@@ -88,7 +79,7 @@ ScenarioReport RunScenario(const SimOptions& options, const ProgressFn& progress
   std::unique_ptr<Engine> prefill;
   if (options.pd) prefill = std::make_unique<Engine>(options, "prefill", &log, EngineRole::kPrefill);
   Engine& entry = prefill ? *prefill : engine;
-  NoFaults no_faults;
+  NoHooks no_faults;  // the PD prefill engine runs no fault of its own
   std::deque<TransferPacket> in_flight;
   Workload workload(WorkloadOf(options));
   int64_t index = 0;

@@ -9,6 +9,7 @@
 
 #include "kvcanary/runtime/log.h"
 #include "sim/engine.h"
+#include "sim/no_hooks.h"
 #include "sim/sim_options.h"
 
 namespace kvcanary::sim {
@@ -17,15 +18,6 @@ namespace {
 class QuietLog : public runtime::LogSink {
  public:
   void Log(runtime::LogLevel, const std::string&) override {}
-};
-
-class NoHooks : public EngineHooks {
- public:
-  void BeforeForward(Engine&, Batch&, ForwardView&) override {}
-  bool OnApiError(Engine&, const std::string&) override { return false; }
-  void AfterForward(Engine&, const Batch&) override {}
-  void OnSampled(Engine&, const Batch&, std::vector<int64_t>&) override {}
-  void OnRestore(Engine&, std::vector<int64_t>&, const std::vector<int64_t>&) override {}
 };
 
 std::string OwnershipError(const Engine& engine) {
