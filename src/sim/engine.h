@@ -297,6 +297,8 @@ class Engine {
   // holds (a slot freed while in use and handed out again): freeing them would hand them out a
   // third time.
   std::vector<int64_t> UnitsOwnedElsewhere(const Request& req) const;
+  // The allocation units of `req`'s own positions (those after its cached prefix).
+  std::set<int64_t> OwnUnits(const Request& req) const;
   // Whether a running request other than `except` (may be null) owns `unit` (not via the cache).
   bool OwnedByRunning(int64_t unit, const Request* except) const;
   // Slots per allocation unit: 1, or the block size when paged.

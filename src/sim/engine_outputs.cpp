@@ -79,9 +79,8 @@ void Engine::Abort(Request* req) {
 void Engine::CheckUnitOwnership() const {
   std::set<int64_t> held;
   for (const std::unique_ptr<Request>& req : scheduler_->running()) {
-    for (size_t pos = static_cast<size_t>(req->cached_len); pos < req->slots.size(); ++pos) {
-      held.insert(req->slots[pos] / Unit());
-    }
+    const std::set<int64_t> own = OwnUnits(*req);
+    held.insert(own.begin(), own.end());
   }
   for (int64_t slot : runtime::WalkRadix(*radix_).slot_indices) held.insert(slot / Unit());
   const auto fail = [](int64_t unit, const char* what) {

@@ -127,16 +127,21 @@ bool Engine::OwnedByRunning(int64_t unit, const Request* except) const {
   return false;
 }
 
-std::vector<int64_t> Engine::UnitsOwnedElsewhere(const Request& req) const {
-  std::set<int64_t> own;
+std::set<int64_t> Engine::OwnUnits(const Request& req) const {
+  std::set<int64_t> units;
   for (size_t pos = static_cast<size_t>(req.cached_len); pos < req.slots.size(); ++pos) {
-    own.insert(req.slots[pos] / Unit());
+    units.insert(req.slots[pos] / Unit());
   }
+  return units;
+}
+
+std::vector<int64_t> Engine::UnitsOwnedElsewhere(const Request& req) const {
+  const std::set<int64_t> own = OwnUnits(req);
   std::set<int64_t> shared;
   for (const std::unique_ptr<Request>& other : scheduler_->running()) {
     if (other.get() == &req) continue;
-    for (size_t pos = static_cast<size_t>(other->cached_len); pos < other->slots.size(); ++pos) {
-      if (own.count(other->slots[pos] / Unit())) shared.insert(other->slots[pos] / Unit());
+    for (int64_t unit : OwnUnits(*other)) {
+      if (own.count(unit)) shared.insert(unit);
     }
   }
   std::set<int64_t> own_slots;
