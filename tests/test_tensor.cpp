@@ -63,5 +63,17 @@ TEST(Tensor, HugeShapesSaturateInsteadOfOverflowing) {
   EXPECT_EQ(wider.stride(0), INT64_MAX);
 }
 
+// The contiguity test multiplies sizes too: past int64 it saturates, so a shape whose dense
+// strides overflow is simply not contiguous (the UBSan build runs this test).
+TEST(Tensor, ContiguityOfHugeShapesIsDefined) {
+  int64_t data[1] = {};
+  const int64_t big = int64_t{1} << 62;
+  EXPECT_FALSE(
+      TensorView(data, DType::kInt64, Device::CPU(), {4, big, 4}, {0, 4, 1}).is_contiguous());
+  EXPECT_TRUE(
+      TensorView(data, DType::kInt64, Device::CPU(), {1, big, 4}, {0, 4, 1}).is_contiguous());
+  EXPECT_TRUE(TensorView(data, DType::kInt64, Device::CPU(), {big, 1}, {1, 0}).is_contiguous());
+}
+
 }  // namespace
 }  // namespace kvcanary

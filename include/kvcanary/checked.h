@@ -30,6 +30,12 @@ inline std::optional<int64_t> TryAdd(int64_t a, int64_t b) {
   return sum;
 }
 
+// a + b clamped to the int64 range: for a bound that is compared with a size before the size's
+// own checks ran (a size that large belongs to a view its span check refuses anyway).
+inline int64_t SaturatingAdd(int64_t a, int64_t b) {
+  return TryAdd(a, b).value_or(b > 0 ? INT64_MAX : INT64_MIN);
+}
+
 namespace checked_detail {
 
 // Folds `operands` with `step` (TryMul or TryAdd); on overflow throws

@@ -99,10 +99,12 @@ int64_t TensorView::numel() const {
 
 bool TensorView::is_contiguous() const {
   if (numel() == 0) return true;
-  int64_t expected = 1;
+  // Saturating: past int64 no stride can be the dense one, so a later dimension of size != 1
+  // makes the view non-contiguous (and every op refuses its span anyway).
+  std::optional<int64_t> expected = 1;
   for (int d = ndim_ - 1; d >= 0; --d) {
-    if (shape_[d] != 1 && strides_[d] != expected) return false;
-    expected *= shape_[d];
+    if (shape_[d] != 1 && (!expected.has_value() || strides_[d] != *expected)) return false;
+    if (expected.has_value()) expected = TryMul(*expected, shape_[d]);
   }
   return true;
 }

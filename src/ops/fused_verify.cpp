@@ -2,6 +2,7 @@
 // that PlanEntries checks; docs/validation.md) and dispatch.
 #include "kvcanary/fused_verify.h"
 
+#include "kvcanary/checked.h"
 #include "kvcanary/error.h"
 #include "kvcanary/format.h"
 #include "ops/launch_context.h"
@@ -53,7 +54,7 @@ void ValidateFusedVerify(const FusedVerifyArgs& a) {
   table.Add(RingSpecs(a.context));
   table.Add(BatchSpecs(a.inputs, /*needs_extend=*/false));
   table.Add(sig::In(a.verify_offsets_scratch, "verify_offsets_scratch", DType::kInt64, 1,
-                    sig::AtLeast(bs + 1)));
+                    sig::AtLeast(SaturatingAdd(bs, 1))));
   table.Add(VerifyCountSpecs(a.verify_num_valid, a.verify_enable, PlanNames::kInput));
   table.Add(SwaLutSpec(a.inputs, "full_to_swa_index_mapping"));
   table.Add(TokenPoolSpecs(a.inputs));

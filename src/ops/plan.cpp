@@ -3,6 +3,7 @@
 #include "kvcanary/plan.h"
 
 #include "cpu/backend.h"
+#include "kvcanary/checked.h"
 #include "kvcanary/error.h"
 #include "kvcanary/format.h"
 #include "ops/dispatch.h"
@@ -44,7 +45,7 @@ void BuildTables(const PlanArgs& a, PlanTables& t) {
   t.all.Add(TokenPoolSpecs(a.inputs));
   const std::size_t scratch_begin = t.all.all().size();
   t.all.Add(sig::Optional(sig::Out(a.verify_offsets_scratch, "verify_offsets_scratch",
-                                   DType::kInt64, 1, sig::AtLeast(bs + 1))));
+                                   DType::kInt64, 1, sig::AtLeast(SaturatingAdd(bs, 1)))));
   const sig::Specs all = t.all.all();
   t.entries = all.first(main_begin);
   t.main = all.subspan(main_begin, pool_begin - main_begin);

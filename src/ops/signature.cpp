@@ -172,7 +172,10 @@ void CheckNoOverlap(Specs specs) {
     for (size_t j = 0; j < n; ++j) {
       const TensorSpec& other = specs[j];
       if (j == i || bytes[j] == 0 || (other.output && j < i)) continue;
-      if (begin[i] >= begin[j] + bytes[j] || begin[j] >= begin[i] + bytes[i]) continue;
+      // In 128 bits: a span's start plus up to 2^63 - 1 bytes can pass the int64 range.
+      const auto end_i = static_cast<__int128>(begin[i]) + bytes[i];
+      const auto end_j = static_cast<__int128>(begin[j]) + bytes[j];
+      if (begin[i] >= end_j || begin[j] >= end_i) continue;
       if (!other.output && other.name == out.may_alias && SameView(*out.view, *other.view))
         continue;
       ThrowError("kv-canary: ", out.name, " overlaps ", other.name,

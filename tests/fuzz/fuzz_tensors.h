@@ -47,13 +47,15 @@ inline int64_t ConsumeValue(FuzzedDataProvider& in) {
   return small >= 22 ? small - 24 : small;
 }
 
-// A size or stride: ConsumeValue within +-2^40. Sizes and strides near the int64 limits make the
-// ops' size arithmetic overflow before they refuse the view (reported, not yet fixed); widen this
-// to ConsumeValue once the ops check that a view's byte extent fits in int64.
+// A size or stride: ConsumeValue, or now and then a value whose products and sums with others
+// sit at the int64 limits (2^62 x 2 overflows, 2^31 x 2^32 does not).
 inline int64_t ConsumeExtent(FuzzedDataProvider& in) {
-  constexpr int64_t kLimit = int64_t{1} << 40;
-  const int64_t value = ConsumeValue(in);
-  return value < -kLimit ? -kLimit : (value > kLimit ? kLimit : value);
+  static constexpr int64_t kNearLimits[] = {
+      int64_t{1} << 62,       (int64_t{1} << 62) + 1, -(int64_t{1} << 62), int64_t{1} << 31,
+      (int64_t{1} << 61) - 1, int64_t{3} << 60,       INT64_MAX / 8 + 1,   INT64_MAX - 1};
+  const uint8_t byte = in.ConsumeIntegral<uint8_t>();
+  if (byte >= 224) return kNearLimits[byte % 8];
+  return ConsumeValue(in);
 }
 
 // Owns every buffer of one call and can tell whether a rejected call left them all untouched.
@@ -109,13 +111,15 @@ inline bool Extent(const Shape& shape, const Shape& strides, int64_t* lowest, in
   return true;
 }
 
-// Whether the view's byte range is representable: sizes >= 0 and no overflow. Only a view that
-// fails this must be refused by every op, so only such a view is left without real memory.
-inline bool ExtentFits(const Shape& shape, const Shape& strides) {
+// Whether the view's byte range, in elements of `item` bytes, is representable: sizes >= 0 and
+// no overflow, as the ops' span check counts it. Only a view that fails this must be refused by
+// every op, so only such a view is left without real memory.
+inline bool ExtentFits(const Shape& shape, const Shape& strides, int64_t item) {
   int64_t lowest = 0, highest = 0, elements = 0, bytes = 0;
   return Extent(shape, strides, &lowest, &highest) &&
          !__builtin_sub_overflow(highest, lowest, &elements) &&
-         !__builtin_mul_overflow(elements + (elements < INT64_MAX ? 1 : 0), 16, &bytes);
+         !__builtin_add_overflow(elements, int64_t{1}, &elements) &&
+         !__builtin_mul_overflow(elements, item, &bytes);
 }
 
 inline Shape DenseStrides(const Shape& shape) {
@@ -137,7 +141,7 @@ inline TensorView Arena::Backed(DType dtype, Device device, const Shape& shape,
                       elements < kMaxBytes / item;
   // A valid view too large to back here would be a caller's lie, not a bug the op can catch:
   // that mutation falls back to the dense view of the shape the call expects.
-  if (!backed && fallback_shape != nullptr && ExtentFits(shape, strides)) {
+  if (!backed && fallback_shape != nullptr && ExtentFits(shape, strides, item)) {
     return Backed(dtype, device, *fallback_shape, {}, writable, nullptr);
   }
   const int64_t bytes = backed ? (elements + 1) * item : 64;
