@@ -103,14 +103,27 @@ struct LayeredHashCase : KeptTensors {
 };
 
 using LayerRow = RejectRow<LayeredHashCase>;
+
+// A one-entry int64 table 4 bytes into an 8-byte aligned buffer (a fixed address, so the message
+// can name it).
+alignas(8) uint8_t misaligned_table_backing[16];
+TensorView MisalignedTable(LayeredHashCase&) {
+  return TensorView(misaligned_table_backing + 4, DType::kInt64, Device::CPU(), {1});
+}
 constexpr const char* kTable = "kv-canary: RealKvSource.layer_addresses ";
 
 const LayerRow kLayerRows[] = {
+    // Bounds first: the host reads the table's int64 addresses, so they must be aligned.
+    {"BoundsMisalignedTable", [](auto& c, auto& s) { s.layer_addresses = MisalignedTable(c); },
+     std::string(kTable) + "data must be 8-byte aligned for torch.int64, got address 0x" +
+         AddressHex(misaligned_table_backing + 4)},
     {"R8WrongDType",
      [](auto& c, auto& s) { s.layer_addresses = Recast(c.layers.addresses, DType::kUInt8); },
      std::string(kTable) + "must have dtype torch.int64, got torch.uint8"},
     {"R8Not1D",
-     [](auto& c, auto& s) { s.layer_addresses = c.layers.addresses.view({1, 2}); },
+     [](auto& c, auto& s) {
+       s.layer_addresses = c.layers.addresses.view({1, 2});
+     },
      std::string(kTable) + "must be 1-D, got shape (1, 2)"},
     {"R8NotContiguous",
      [](auto& c, auto& s) { s.layer_addresses = Gapped(c.Keep(HostTensor<int64_t>({4}))); },

@@ -1,6 +1,7 @@
 // RealKvSource sizes past int64: a wrapped page_size x num_bytes_per_token (or a wrapped row
 // width) used to pass the width check as a small number, after which every fingerprint read ran
-// past its row. The checks now refuse the source with the quantity and its factors named.
+// past its row. The checks now refuse the source with the quantity and its factors named, and a
+// source whose byte span does not fit in int64 before any of them.
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -39,12 +40,21 @@ TEST(RealKvSourceLimits, PageBytesPastInt64AreRefusedNotWrapped) {
 }
 
 TEST(RealKvSourceLimits, RowWidthPastInt64IsRefused) {
-  // A view whose dim-1 is 2^62 int64 elements, rows 16 bytes apart (never read: the check fails
-  // first).
+  // A view whose dim-1 is 2^62 int64 elements, rows 16 bytes apart, all of them one element
+  // (inner stride 0): its span, 8 bytes, passes the bounds check, its row width does not (never
+  // read: the check fails first). With inner stride 1 the span check refuses it first.
+  alignas(16) static int64_t storage[2];
+  const TensorView huge(storage, DType::kInt64, Device::CPU(), {1, int64_t{1} << 62}, {2, 0});
+  EXPECT_EQ(MessageOf(huge, 1, 16),
+            "kv-canary: RealKvSource.tensor dim-1 bytes overflows: 4611686018427387904 * 8");
+}
+
+TEST(RealKvSourceLimits, ASpanPastInt64IsRefusedFirst) {
   alignas(16) static int64_t storage[2];
   const TensorView huge(storage, DType::kInt64, Device::CPU(), {1, int64_t{1} << 62}, {2, 1});
   EXPECT_EQ(MessageOf(huge, 1, 16),
-            "kv-canary: RealKvSource.tensor dim-1 bytes overflows: 4611686018427387904 * 8");
+            "kv-canary: RealKvSource.tensor must span at most 2^63 - 1 bytes, got shape (1, "
+            "4611686018427387904) strides (2, 1)");
 }
 
 TEST(RealKvSourceLimits, TheLargestLayoutThatFitsIsStillAccepted) {

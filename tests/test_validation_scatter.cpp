@@ -121,6 +121,13 @@ const Row kRows[] = {
     {"S3OffsetsNotBsPlusOne",
      [](ScatterCase& c, ScatterArgs& a) { a.offsets = c.offsets.view({2}); },
      std::string(kPrefix) + "offsets length 2 != bs+1 (3)"},
+    {"S3BsOfAnyLengthHasNoBsPlusOneOverflow",
+     [](ScatterCase& c, ScatterArgs& a) {
+       // Stride 0: eight bytes of memory make a batch of 2^63 - 1 rows, which passes the bounds.
+       a.req_pool_indices =
+           TensorView(c.req_pool_indices.data(), DType::kInt64, Device::CPU(), {INT64_MAX}, {0});
+     },
+     std::string(kPrefix) + "offsets length 3 != bs+1 (9223372036854775808)"},
     // S4: one device (pool_out's), pool_out writable; G9.
     {"S4FlatInOnAnotherDevice",
      [](ScatterCase& c, ScatterArgs& a) { a.flat_in = OnCuda(c.flat_in); },

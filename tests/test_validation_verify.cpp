@@ -274,6 +274,18 @@ std::string MisalignedMessage() {
 using SourceRow = RejectRow<RealKvSourceCase>;
 
 const SourceRow kSourceRows[] = {
+    // Bounds, before any other check of the tensor (no op's table holds a source).
+    {"BoundsNegativeSize",
+     [](auto& c, auto& f) {
+       f.tensor = TensorView(c.kv.data(), DType::kUInt8, Device::CPU(), {-1, 64});
+     },
+     "kv-canary: RealKvSource.tensor must have non-negative sizes, got shape (-1, 64)"},
+    {"BoundsSpanPastInt64",
+     [](auto& c, auto& f) {
+       f.tensor = TensorView(c.kv.data(), DType::kUInt8, Device::CPU(), {int64_t{1} << 62, 64});
+     },
+     "kv-canary: RealKvSource.tensor must span at most 2^63 - 1 bytes, got shape "
+     "(4611686018427387904, 64) strides (64, 1)"},
     {"AbsentTensor", [](auto&, auto& f) { f.tensor = TensorView(); },
      "kv-canary: RealKvSource.tensor is required, got None"},
     {"R1PageSizeBelowOne", Fields(0, 64, 32),
@@ -391,6 +403,15 @@ using SlotHashRow = RejectRow<SlotHashCase>;
 const SlotHashRow kSlotHashRows[] = {
     {"AbsentCanaryBuf", [](auto&, auto& s) { s.canary_buf = TensorView(); },
      "kv-canary: canary_buf is required, got None"},
+    {"SpanPastInt64",
+     [](auto& c, auto& s) {
+       // Contiguous, 2-D and 32 wide: only the bounds keep slot * 32 from passing int64.
+       s.canary_buf =
+           TensorView(c.state.canary.data(), DType::kUInt8, Device::CPU(), {int64_t{1} << 62, 32});
+       s.slot = int64_t{1} << 61;
+     },
+     "kv-canary: canary_buf must span at most 2^63 - 1 bytes, got shape (4611686018427387904, 32) "
+     "strides (32, 1)"},
     {"NonContiguousCanaryBuf",
      [](auto& c, auto& s) {
        s.canary_buf = c.state.canary.view({4, 32}, {64, 1});

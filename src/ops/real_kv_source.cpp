@@ -9,6 +9,7 @@
 #include "kvcanary/error.h"
 #include "ops/check.h"
 #include "ops/launch_context.h"
+#include "ops/signature.h"
 
 namespace kvcanary {
 
@@ -93,6 +94,12 @@ int64_t NumLayers(const RealKvSource& source) {
 
 void ValidateRealKvSource(const RealKvSource& source) {
   check::Present(source.tensor, "RealKvSource.tensor");
+  // No op's table holds a source: its sizes, span and alignment are checked here, before any
+  // arithmetic on them (a row past int64 bytes would wrap into a wild read).
+  sig::CheckViewBounds(source.tensor, "RealKvSource.tensor");
+  if (source.layer_addresses.defined()) {
+    sig::CheckViewBounds(source.layer_addresses, "RealKvSource.layer_addresses");
+  }
   CheckSourceScalars(source);
   CheckSourceTensor(source);
   CheckSourceLayers(source);
@@ -129,6 +136,7 @@ uint64_t ComputeSlotHash(const TensorView& canary_buf, int64_t slot) {
   context.canary_buf = canary_buf;
   const sig::TensorSpec spec = CanaryBufSpec(context, /*written=*/false);
   sig::CheckPresent({&spec, 1});
+  sig::CheckBounds({&spec, 1});
   sig::CheckEach({&spec, 1}, sig::kWhole);
   CheckCanaryBufWidth(context, "compute_slot_hash");
   if (canary_buf.device().type != DeviceType::kCPU) {

@@ -41,9 +41,12 @@ void Validate(const ScatterArgs& a) {
   CheckDType(a.offsets, DType::kInt64, "offsets", "int64");
   CheckDType(a.req_pool_indices, DType::kInt64, "req_pool_indices", "int64");
   CheckDType(a.pool_out, DType::kInt32, "pool_out", "int32");
+  // bs may be any size >= 0 (a stride-0 view spans 8 bytes whatever its length), so bs + 1 is
+  // neither computed nor printed in int64.
   const int64_t bs = a.req_pool_indices.size(0);
-  if (a.offsets.size(0) != bs + 1) {
-    ThrowError(kPrefix, "offsets length ", a.offsets.size(0), " != bs+1 (", bs + 1, ")");
+  if (a.offsets.size(0) - 1 != bs) {
+    ThrowError(kPrefix, "offsets length ", a.offsets.size(0), " != bs+1 (",
+               static_cast<uint64_t>(bs) + 1, ")");
   }
   // S4.
   sig::CheckPlacement(a.pool_out, "pool_out", table);

@@ -103,27 +103,28 @@ void CheckPresent(Specs specs) {
   }
 }
 
+void CheckViewBounds(const TensorView& t, std::string_view name) {
+  for (int d = 0; d < t.ndim(); ++d) {
+    if (t.size(d) < 0) {
+      ThrowError("kv-canary: ", name, " must have non-negative sizes, got shape ", t.ShapeString());
+    }
+  }
+  intptr_t begin = 0;
+  int64_t bytes = 0;
+  if (!ByteSpan(t, &begin, &bytes)) {
+    ThrowError("kv-canary: ", name, " must span at most 2^63 - 1 bytes, got shape ",
+               t.ShapeString(), " strides ", t.StridesString());
+  }
+  const auto address = reinterpret_cast<uintptr_t>(t.data());
+  if (bytes > 0 && address % static_cast<uintptr_t>(ItemSize(t.dtype())) != 0) {
+    ThrowError("kv-canary: ", name, " data must be ", ItemSize(t.dtype()), "-byte aligned for ",
+               DTypeName(t.dtype()), ", got address 0x", std::hex, address);
+  }
+}
+
 void CheckBounds(Specs specs) {
   for (const TensorSpec& spec : specs) {
-    if (!spec.present()) continue;
-    const TensorView& t = *spec.view;
-    for (int d = 0; d < t.ndim(); ++d) {
-      if (t.size(d) < 0) {
-        ThrowError("kv-canary: ", spec.name, " must have non-negative sizes, got shape ",
-                   t.ShapeString());
-      }
-    }
-    intptr_t begin = 0;
-    int64_t bytes = 0;
-    if (!ByteSpan(t, &begin, &bytes)) {
-      ThrowError("kv-canary: ", spec.name, " must span at most 2^63 - 1 bytes, got shape ",
-                 t.ShapeString(), " strides ", t.StridesString());
-    }
-    const auto address = reinterpret_cast<uintptr_t>(t.data());
-    if (bytes > 0 && address % static_cast<uintptr_t>(ItemSize(t.dtype())) != 0) {
-      ThrowError("kv-canary: ", spec.name, " data must be ", ItemSize(t.dtype()),
-                 "-byte aligned for ", DTypeName(t.dtype()), ", got address 0x", std::hex, address);
-    }
+    if (spec.present()) CheckViewBounds(*spec.view, spec.name);
   }
 }
 

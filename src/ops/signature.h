@@ -127,6 +127,8 @@ void CheckPresent(Specs specs);
 // Every present tensor can be addressed: sizes >= 0, its byte span within int64, its data aligned
 // for its dtype. Runs right after CheckPresent, before any check that reads sizes.
 void CheckBounds(Specs specs);
+// The same checks of one view outside any table (a real-KV source, a layer table).
+void CheckViewBounds(const TensorView& view, std::string_view name);
 // `checks` on each present tensor, in table order.
 void CheckEach(Specs specs, unsigned checks);
 // G7: every present tensor on `reference`'s device; messages call it `reference_name`.
