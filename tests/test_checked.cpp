@@ -29,6 +29,15 @@ TEST(Checked, TryMulAndTryAddReportOverflowAsNullopt) {
   EXPECT_FALSE(TryAdd(kMin, -1).has_value());
 }
 
+TEST(Checked, SaturatingAddClampsToTheInt64Range) {
+  EXPECT_EQ(SaturatingAdd(5, 1), 6);
+  EXPECT_EQ(SaturatingAdd(kMax, 1), kMax);
+  EXPECT_EQ(SaturatingAdd(kMax - 1, 1), kMax);
+  EXPECT_EQ(SaturatingAdd(kMin, -1), kMin);
+  EXPECT_EQ(SaturatingAdd(kMin, 0), kMin);
+  EXPECT_EQ(SaturatingAdd(kMax, kMin), -1);
+}
+
 TEST(Checked, CheckedMulReturnsTheProductOfEveryFactor) {
   EXPECT_EQ(CheckedMul("bytes", 3, 4), 12);
   EXPECT_EQ(CheckedMul("bytes", 3, 4, 5), 60);
