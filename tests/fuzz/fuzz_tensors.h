@@ -164,8 +164,8 @@ inline void Arena::Fill(std::vector<uint8_t>& bytes, DType dtype) {
   }
 }
 
-// One aspect of the expected tensor broken: the dtype, the device, a size, the strides, read-only,
-// another rank, or absent.
+// One aspect of the expected tensor broken: the dtype, the device, a size, the strides (and now
+// and then a size with them), read-only, another rank, or absent.
 inline TensorView Arena::Mutated(DType dtype, const Shape expected, int aspect) {
   Shape shape = expected;
   Device device = Device::CPU();
@@ -186,7 +186,12 @@ inline TensorView Arena::Mutated(DType dtype, const Shape expected, int aspect) 
       }
       break;
     case 3:
+      // Strides, and now and then one size with them: a stride-0 view of a huge length spans a
+      // few bytes, so it passes the bounds check and reaches the checks after it.
       for (size_t d = 0; d < shape.size(); ++d) strides.push_back(ConsumeExtent(in_));
+      if (!shape.empty() && in_.ConsumeBool()) {
+        shape[in_.ConsumeIntegralInRange<size_t>(0, shape.size() - 1)] = ConsumeExtent(in_);
+      }
       break;
     case 4:
       writable = false;
