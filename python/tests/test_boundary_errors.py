@@ -212,3 +212,18 @@ def test_empty_inputs_are_accepted(host_xp):
     kvcanary.launch_canary_write_kernel(context=state.context(), plan=write, input_ids=empty,
                                         positions=empty, out_cache_loc=empty)
     assert state.counters() == (1, 0)
+
+
+@needs_torch
+def test_a_stride_zero_view_of_any_length_is_refused_without_overflow():
+    # torch lets a view of 2^63 - 1 elements share one element (stride 0): its span is 8 bytes,
+    # so the bounds accept it, and scatter's offsets check must not compute bs + 1 in int64.
+    pool = torch.full((3, 4), 9, dtype=torch.int32)
+    huge = torch.zeros(1, dtype=torch.int64).as_strided((2**63 - 1,), (0,))
+    assert_raises_unchanged(
+        Backend("torch"),
+        lambda: kvcanary.launch_scatter_req_token_ids_kernel(
+            flat_in=torch.tensor([1, 2]), offsets=torch.tensor([0, 2]), req_pool_indices=huge,
+            pool_out=pool),
+        "kv-canary: scatter_req_token_ids offsets length 2 != bs+1 (9223372036854775808)", [pool])
+
