@@ -96,6 +96,13 @@ TensorView Gapped(const HostTensor<T>& t) {
   return t.view({(t.shape()[0] + 1) / 2}, {2});
 }
 
+// The R3 message (also what V4 reports for a hand-built source).
+inline std::string ReadBytesMessage(int64_t bytes_per_token, int64_t got) {
+  return "kv-canary: RealKvSource.read_bytes must be a positive multiple of 16 in "
+         "(0, num_bytes_per_token=" +
+         std::to_string(bytes_per_token) + "], got " + std::to_string(got);
+}
+
 // An address as the alignment messages print it: lower-case hex digits, no "0x". Rows that name a
 // pointer point into static buffers, whose addresses are fixed when the tables are built.
 inline std::string AddressHex(const void* p) {
