@@ -50,6 +50,11 @@ void CompressedState::Write(int64_t full_slot, int64_t token, int64_t position) 
 
 void CompressedState::SetEntry(int64_t full_slot, int64_t compressed_slot) {
   table_[full_slot] = compressed_slot;
+  if (compressed_slot == ClosedBy(full_slot)) {
+    edited_.erase(full_slot);
+  } else {
+    edited_.insert(full_slot);
+  }
   runtime::CopyBytesAsync(table_device_.data_as<int64_t>() + full_slot, &table_[full_slot], 8,
                           device_, stream_);
   runtime::SynchronizeStream(device_, stream_);
@@ -58,9 +63,17 @@ void CompressedState::SetEntry(int64_t full_slot, int64_t compressed_slot) {
 std::vector<int64_t> CompressedState::FullSlotsNaming(int64_t compressed_slot) const {
   std::vector<int64_t> full;
   if (compressed_slot <= 0) return full;
-  for (int64_t slot = 1; slot <= full_slots_; ++slot) {
-    if (table_[slot] == compressed_slot) full.push_back(slot);
+  // As built, only slot c * R + R - 1 names c (ClosedBy); every other naming entry was edited.
+  const int64_t built = compressed_slot < slots_ ? compressed_slot * ratio_ + ratio_ - 1 : 0;
+  bool built_listed = built <= 0 || built > full_slots_ || table_[built] != compressed_slot;
+  for (int64_t slot : edited_) {  // ascending
+    if (!built_listed && built < slot) {
+      full.push_back(built);
+      built_listed = true;
+    }
+    if (slot != built && table_[slot] == compressed_slot) full.push_back(slot);
   }
+  if (!built_listed) full.push_back(built);
   return full;
 }
 

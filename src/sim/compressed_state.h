@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <set>
 #include <vector>
 
 #include "kvcanary/runtime/canary_manager.h"
@@ -29,7 +30,9 @@ class CompressedState {
   int64_t Entry(int64_t full_slot) const { return table_[full_slot]; }
   void SetEntry(int64_t full_slot, int64_t compressed_slot);
   // The full slots whose entry names `compressed_slot` now, ascending (none for the padding slot
-  // 0): where a violation at a compressed slot sits in the full pool.
+  // 0): where a violation at a compressed slot sits in the full pool. The slot that closes it as
+  // built, plus the edited entries: no scan of the table, which the fault explainer's per-violation
+  // calls would otherwise make once per open injection.
   std::vector<int64_t> FullSlotsNaming(int64_t compressed_slot) const;
   int64_t ratio() const { return ratio_; }
   int64_t num_slots() const { return slots_; }
@@ -42,6 +45,7 @@ class CompressedState {
   int64_t slots_;
   int64_t bytes_per_token_;
   std::vector<int64_t> table_;
+  std::set<int64_t> edited_;  // the full slots whose entry SetEntry changed from ClosedBy's
   std::vector<uint8_t> bytes_;
   runtime::DeviceBuffer table_device_;
   runtime::DeviceBuffer bytes_device_;
