@@ -1,7 +1,8 @@
 // Finding the batch row of a verify entry. The CUDA fused verify guesses the row from the offsets
-// (GuessedRowOfEntry) and searches only when the guess is wrong; the CPU walks from one binary
-// search (RowOfEntry). On any non-decreasing offsets, equal rows, random rows, empty rows and
-// entries past the total alike, the two must name the same row for every entry.
+// and loads its inputs with its bounds (LocateRow), searching only when the guess is wrong; the CPU
+// walks from one binary search (RowOfEntry). On any non-decreasing offsets, equal rows, random
+// rows, empty rows and entries past the total alike, the two must name the same row for every
+// entry, and LocateRow must hand back that row's first entry and inputs.
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -20,12 +21,37 @@ std::vector<int64_t> OffsetsOf(const std::vector<int64_t>& lengths) {
   return scratch;
 }
 
+// The plan inputs of a batch whose row r has prefix 1000 + r in req_to_token row 7 * r.
+struct Inputs {
+  std::vector<int64_t> prefix_lens;
+  std::vector<int64_t> req_pool_indices;
+  PlanInputParams in;
+  explicit Inputs(int64_t bs) : prefix_lens(bs), req_pool_indices(bs) {
+    for (int64_t r = 0; r < bs; ++r) {
+      prefix_lens[r] = 1000 + r;
+      req_pool_indices[r] = 7 * r;
+    }
+    in.bs = bs;
+    in.prefix_lens = prefix_lens.data();
+    in.req_pool_indices = req_pool_indices.data();
+  }
+};
+
+int64_t LocatedRowOf(const std::vector<int64_t>& scratch, const Inputs& inputs, int64_t e) {
+  const LocatedRow row = LocateRow(scratch.data(), inputs.in, scratch.back(), e);
+  EXPECT_EQ(row.begin, scratch[row.r]);
+  EXPECT_EQ(row.prefix_len, 1000 + row.r);
+  EXPECT_EQ(row.rp, 7 * row.r);
+  return row.r;
+}
+
 // Every entry of the batch and a few past its end get the same row both ways.
 void ExpectSameRows(const std::vector<int64_t>& lengths) {
   const std::vector<int64_t> scratch = OffsetsOf(lengths);
   const auto bs = static_cast<int64_t>(lengths.size());
+  const Inputs inputs(bs);
   for (int64_t e = 0; e < scratch[bs] + 3; ++e) {
-    ASSERT_EQ(GuessedRowOfEntry(scratch.data(), bs, e), RowOfEntry(scratch.data(), bs, e))
+    ASSERT_EQ(LocatedRowOf(scratch, inputs, e), RowOfEntry(scratch.data(), bs, e))
         << "entry " << e << " of " << bs << " rows";
   }
 }
@@ -40,7 +66,7 @@ TEST(RowOfEntry, EqualRowsAreFoundByTheGuessAlone) {
   // The guess itself: entry e of bs equal rows of length L lies in row e / L.
   const std::vector<int64_t> scratch = OffsetsOf(std::vector<int64_t>(1024, 4097));
   for (int64_t e : {int64_t{0}, int64_t{4096}, int64_t{4097}, int64_t{1024 * 4097 - 1}}) {
-    EXPECT_EQ(GuessedRowOfEntry(scratch.data(), 1024, e), e / 4097);
+    EXPECT_EQ(GuessRow(1024, scratch[1024], e), e / 4097);
   }
 }
 

@@ -65,9 +65,13 @@ struct RowPlan {
 
 KVC_HOST_DEVICE RowPlan PlanRow(const PlanInputParams& in, int64_t r) {
   RowPlan row;
-  row.req_pool_index = in.req_pool_indices[r];
-  if (row.req_pool_index == kReqPoolIdxPadding) return row;
+  // The row's three inputs load together (a padding row's lengths are read and unused): on the
+  // GPU each dependent read is a memory latency on the step's critical path.
+  const int64_t req_pool_index = in.req_pool_indices[r];
   const int64_t prefix_len = in.prefix_lens[r];
+  const int64_t extend_len = in.extend_seq_lens != nullptr ? in.extend_seq_lens[r] : 0;
+  row.req_pool_index = req_pool_index;
+  if (row.req_pool_index == kReqPoolIdxPadding) return row;
   row.window_start = WindowStart(prefix_len, in.swa_window_size);
   const int64_t verify_len = WrapSub(prefix_len, row.window_start);
   row.verify_len = verify_len > 0 ? verify_len : 0;
@@ -76,10 +80,7 @@ KVC_HOST_DEVICE RowPlan PlanRow(const PlanInputParams& in, int64_t r) {
                                      SampleResidue(in, row.req_pool_index))
                          .Count();
   }
-  if (in.extend_seq_lens != nullptr) {
-    const int64_t extend_len = in.extend_seq_lens[r];
-    row.write_len = extend_len > 0 ? extend_len : 0;
-  }
+  row.write_len = extend_len > 0 ? extend_len : 0;
   if (prefix_len > 0 && row.write_len > 0) {
     row.seed_slot = TranslateSlot(
         in.lut, ReadReqToToken(in.req_to_token, row.req_pool_index, WrapSub(prefix_len, 1)));
@@ -145,25 +146,43 @@ KVC_HOST_DEVICE int64_t RowOfEntry(const int64_t* scratch, int64_t bs, int64_t e
   return RowOfEntryIn(scratch, 0, bs, e);
 }
 
-// RowOfEntry's answer (on non-decreasing offsets), found from a guess: the row e would lie in if
-// every row had the same length, checked with two reads and searched from there only when wrong.
-// A decode batch of equal prefixes costs two dependent reads (the total, then the guessed row's
-// bounds) instead of log2(bs); any other batch one more than the search. Up to
-// kSearchedBatchRows rows the search needs at most two reads (a one-row batch none) and is used
-// instead: the guess's reads measured a microsecond slower on a decode-1 step. REQUIRES bs >= 1.
-inline constexpr int64_t kSearchedBatchRows = 4;
-KVC_HOST_DEVICE int64_t GuessedRowOfEntry(const int64_t* scratch, int64_t bs, int64_t e) {
-  if (bs <= kSearchedBatchRows) return RowOfEntry(scratch, bs, e);
-  const int64_t total = scratch[bs];
-  if (total <= 0 || e < 0) return RowOfEntry(scratch, bs, e);
-  // e * bs / total in doubles: exact for e * bs < 2^53 and never overflows; clamped to a row.
+// The row entry e would lie in if every row had the same length: e * bs / total, clamped to a
+// row (0 for one row, no entries, or an e out of range). In doubles: exact for e * bs < 2^53 and
+// never overflows. Only a hint: LocateRow checks it against the offsets.
+KVC_HOST_DEVICE int64_t GuessRow(int64_t bs, int64_t total, int64_t e) {
+  if (bs <= 1 || total <= 0 || e <= 0) return 0;
   const double quotient =
       static_cast<double>(e) * static_cast<double>(bs) / static_cast<double>(total);
-  const int64_t guess =
-      quotient >= static_cast<double>(bs - 1) ? bs - 1 : static_cast<int64_t>(quotient);
-  if (scratch[guess] > e) return RowOfEntryIn(scratch, 0, guess, e);
-  if (guess + 1 == bs || scratch[guess + 1] > e) return guess;
-  return RowOfEntryIn(scratch, guess + 1, bs, e);
+  return quotient >= static_cast<double>(bs - 1) ? bs - 1 : static_cast<int64_t>(quotient);
+}
+
+// A batch row as the fused verify finds an entry's: its index, its first entry (scratch[r]) and
+// its plan inputs.
+struct LocatedRow {
+  int64_t r = 0;
+  int64_t begin = 0;
+  int64_t prefix_len = 0;
+  int64_t rp = 0;
+};
+
+// RowOfEntry's answer (on non-decreasing offsets) with the row's inputs, found from GuessRow.
+// total = scratch[bs], read once per launch by the caller. The guessed row's bounds and inputs do
+// not depend on one another, so they load in one step: a batch of equal rows (a decode batch)
+// reaches its rows' inputs one dependent read after the total, where a search over the offsets
+// and then the inputs took log2(bs) + 1. A wrong guess searches from there and reloads.
+// REQUIRES bs >= 1.
+KVC_HOST_DEVICE LocatedRow LocateRow(const int64_t* scratch, const PlanInputParams& in,
+                                     int64_t total, int64_t e) {
+  const int64_t bs = in.bs;
+  const int64_t guess = GuessRow(bs, total, e);
+  LocatedRow row{guess, scratch[guess], in.prefix_lens[guess], in.req_pool_indices[guess]};
+  const int64_t next = scratch[guess + 1];  // scratch holds bs + 1 offsets
+  if (row.begin <= e && (guess + 1 == bs || next > e)) return row;
+  row.r = row.begin > e ? RowOfEntryIn(scratch, 0, guess, e) : RowOfEntryIn(scratch, guess + 1, bs, e);
+  row.begin = scratch[row.r];
+  row.prefix_len = in.prefix_lens[row.r];
+  row.rp = in.req_pool_indices[row.r];
+  return row;
 }
 
 // Where batch row r's verified positions lie: what locating its j-th entry needs, derived once
@@ -174,15 +193,21 @@ struct RowPositions {
   SampledPositions sampled;  // with sampled verify
 };
 
-KVC_HOST_DEVICE RowPositions RowPositionsOf(const PlanInputParams& in, int64_t r) {
+// The verified positions of a row whose prefix is prefix_len, in req_to_token row rp.
+KVC_HOST_DEVICE RowPositions RowPositionsOf(const PlanInputParams& in, int64_t prefix_len,
+                                            int64_t rp) {
   RowPositions row;
-  row.end = in.prefix_lens[r];
+  row.end = prefix_len;
   row.start = WindowStart(row.end, in.swa_window_size);
   if (in.verify_sample > 1) {
-    row.sampled = SamplePositions(row.start, row.end, in.verify_sample,
-                                  SampleResidue(in, in.req_pool_indices[r]));
+    row.sampled = SamplePositions(row.start, row.end, in.verify_sample, SampleResidue(in, rp));
   }
   return row;
+}
+
+KVC_HOST_DEVICE RowPositions RowPositionsOf(const PlanInputParams& in, int64_t r) {
+  // rp matters only to a sampled row's phase
+  return RowPositionsOf(in, in.prefix_lens[r], in.verify_sample > 1 ? in.req_pool_indices[r] : 0);
 }
 
 // The position of the row's j-th entry: its first verified position plus j, or with sampled

@@ -79,19 +79,26 @@ KVC_HOST_DEVICE VerifyEntry PlannedEntry(const VerifyParams& p, int64_t e) {
 // The entries the fused verify checks: [0, n) with n as verify reads it from a plan stage 1
 // wrote (none when disabled; none for an empty batch).
 KVC_HOST_DEVICE int64_t FusedEntryCount(const FusedVerifyParams& p) {
-  if (*p.enable == 0 || p.in.bs <= 0) return 0;
-  return ClampCount(*p.num_valid, p.capacity);  // D2
+  const int32_t enable = *p.enable;
+  const int32_t num_valid = *p.num_valid;  // loaded with enable, not after it
+  if (enable == 0 || p.in.bs <= 0) return 0;
+  return ClampCount(num_valid, p.capacity);  // D2
 }
 
-// The entry of batch row r at `position` exactly as the plan-entries stage would store it.
-// previous_entry_slot, when given, is the slot of position - 1 of the same row (the entry before
-// it, when adjacent), so it is the predecessor.
-KVC_HOST_DEVICE VerifyEntry FusedEntryAt(const FusedVerifyParams& p, int64_t r, int64_t position,
-                                         const int64_t* previous_entry_slot = nullptr) {
-  const int64_t rp = p.in.req_pool_indices[r];
+// The entry of batch row r (req_to_token row rp) at `position` exactly as the plan-entries stage
+// would store it. previous_entry_slot, when given, is the slot of position - 1 of the same row (the
+// entry before it, when adjacent), so it is the predecessor.
+KVC_HOST_DEVICE VerifyEntry FusedEntryOfRow(const FusedVerifyParams& p, int64_t r, int64_t rp,
+                                            int64_t position,
+                                            const int64_t* previous_entry_slot = nullptr) {
   VerifyEntry entry = DeriveVerifyEntry(p.in, rp, position, previous_entry_slot);
   entry.expected_token = p.check_token ? ExpectedToken(p.in.pool, r, rp, position) : -1;
   return entry;
+}
+
+KVC_HOST_DEVICE VerifyEntry FusedEntryAt(const FusedVerifyParams& p, int64_t r, int64_t position,
+                                         const int64_t* previous_entry_slot = nullptr) {
+  return FusedEntryOfRow(p, r, p.in.req_pool_indices[r], position, previous_entry_slot);
 }
 
 }  // namespace kvcanary

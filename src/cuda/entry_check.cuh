@@ -8,7 +8,8 @@
 // Where an entry comes from is the policy, chosen by the params type:
 //   VerifyParams       the entry is read from the plan arrays (SGLang's verify)
 //   FusedVerifyParams  the entry is derived from the plan inputs: its row from the stage-1
-//                      offsets (GuessedRowOfEntry: two reads when the rows are equal), then the
+//                      offsets (LocateRow: the guessed row's bounds and inputs in one step, the
+//                      offsets' total loaded once with the entry count), then the
 //                      req_to_token cells of its position and the one before, coalesced
 //                      across the warp (consecutive threads hold consecutive entries); a
 //                      predecessor record is the one the neighbouring thread loads
@@ -28,17 +29,42 @@ namespace kvcanary::cuda {
 inline constexpr int kEntryCheckThreads = 256;
 inline constexpr int kEntriesPerThread = 4;
 
-// The policy: how many entries a launch checks (none when disabled), and entry e.
+// The policy: how many entries a launch checks (none when disabled), what it reads once before
+// them (the fused verify: the offsets' total, LocateRow's divisor), and entry e. The launch-wide
+// values load together, none after another: each dependent read before an entry's record loads
+// is a memory latency a small launch cannot hide.
+struct NoLaunchState {};
 __device__ inline int64_t EntryCount(const VerifyParams& p) {
-  return *p.enable != 0 ? ClampCount(*p.num_valid, p.capacity) : 0;  // D2
+  const int32_t enable = *p.enable;
+  const int32_t num_valid = *p.num_valid;
+  return enable != 0 ? ClampCount(num_valid, p.capacity) : 0;  // D2
 }
 __device__ inline int64_t EntryCount(const FusedVerifyParams& p) { return FusedEntryCount(p); }
-__device__ inline VerifyEntry EntryAt(const VerifyParams& p, int64_t e) {
+__device__ inline NoLaunchState LaunchStateOf(const VerifyParams&) { return {}; }
+// A one-row batch (decode-1) has its row's inputs loaded here too, so its entries start at the
+// req_to_token read.
+struct FusedLaunchState {
+  int64_t total = 0;
+  LocatedRow only_row;
+};
+__device__ inline FusedLaunchState LaunchStateOf(const FusedVerifyParams& p) {
+  FusedLaunchState state;
+  state.total = p.scratch[p.in.bs];
+  if (p.in.bs == 1) {
+    state.only_row = LocatedRow{0, p.scratch[0], p.in.prefix_lens[0], p.in.req_pool_indices[0]};
+  }
+  return state;
+}
+__device__ inline VerifyEntry EntryAt(const VerifyParams& p, NoLaunchState, int64_t e) {
   return PlannedEntry(p, e);
 }
-__device__ inline VerifyEntry EntryAt(const FusedVerifyParams& p, int64_t e) {
-  const int64_t r = GuessedRowOfEntry(p.scratch, p.in.bs, e);
-  return FusedEntryAt(p, r, EntryPosition(p.in, p.scratch, r, e));
+__device__ inline VerifyEntry EntryAt(const FusedVerifyParams& p, const FusedLaunchState& state,
+                                      int64_t e) {
+  const LocatedRow row =
+      p.in.bs == 1 ? state.only_row : LocateRow(p.scratch, p.in, state.total, e);
+  const RowPositions positions = RowPositionsOf(p.in, row.prefix_len, row.rp);
+  return FusedEntryOfRow(p, row.r, row.rp,
+                         PositionInRow(p.in, positions, WrapSub(e, row.begin)));
 }
 
 template <typename Params>
@@ -46,6 +72,7 @@ __global__ void __launch_bounds__(kEntryCheckThreads, 4)
     EntryCheckKernel(const __grid_constant__ Halves<Params> v) {
   BeginOverlappedKernel();
   const int64_t n = EntryCount(v.half[0]);  // the plan is shared by the halves
+  const auto state = LaunchStateOf(v.half[0]);
   const int64_t stride = int64_t{gridDim.x} * blockDim.x;
   const int64_t first = int64_t{blockIdx.x} * blockDim.x + threadIdx.x;
   if (first < v.num_halves) {
@@ -61,13 +88,13 @@ __global__ void __launch_bounds__(kEntryCheckThreads, 4)
 #pragma unroll
       for (int j = 0; j < kEntriesPerThread; ++j) {
         const int64_t e = base + j * stride;
-        bits[j] = e < n ? CheckEntry(half.launch, half.check_token, EntryAt(half, e), &unused) : 0;
+        bits[j] = e < n ? CheckEntry(half.launch, half.check_token, EntryAt(half, state, e), &unused) : 0;
       }
 #pragma unroll
       for (int j = 0; j < kEntriesPerThread; ++j) {
         if (bits[j] == 0) continue;
         ViolationRow row;
-        CheckEntry(half.launch, half.check_token, EntryAt(half, base + j * stride), &row);
+        CheckEntry(half.launch, half.check_token, EntryAt(half, state, base + j * stride), &row);
         RecordViolation(half.launch, row);
       }
     }

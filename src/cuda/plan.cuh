@@ -29,8 +29,12 @@ __global__ void __launch_bounds__(kOffsetsThreads)
   const int64_t end = min(bs, begin + rows_per_thread);
 
   unsigned long long verify_sum = 0, write_sum = 0;  // wrap like the CPU's int64 sums
+  // A batch of at most a block's rows (every decode batch up to 512) gives a thread one row: it
+  // is kept for the stores below, not derived again behind the scans.
+  RowPlan first_row;
   for (int64_t r = begin; r < end; ++r) {
     const RowPlan row = PlanRow(p.in, r);
+    if (r == begin) first_row = row;
     verify_sum += static_cast<unsigned long long>(row.verify_len);
     write_sum += static_cast<unsigned long long>(row.write_len);
   }
@@ -40,7 +44,7 @@ __global__ void __launch_bounds__(kOffsetsThreads)
   Scan(scan_storage).ExclusiveSum(write_sum, write_prefix, write_total);
 
   for (int64_t r = begin; r < end; ++r) {
-    const RowPlan row = PlanRow(p.in, r);
+    const RowPlan row = r == begin ? first_row : PlanRow(p.in, r);
     p.scratch[r] = static_cast<int64_t>(verify_prefix);
     p.write.offsets[r] = static_cast<int64_t>(write_prefix);
     p.write.seeds[r] = row.seed_slot;
