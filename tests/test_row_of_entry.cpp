@@ -86,6 +86,34 @@ TEST(RowOfEntry, RandomAndEmptyRowsMatchTheSearch) {
   }
 }
 
+// The row the kernel found before LocateRow loaded the inputs with the bounds (the reference for
+// any offsets, decreasing ones included, where RowOfEntry's answer is not defined by the data).
+int64_t RowFoundBefore(const int64_t* scratch, int64_t bs, int64_t e) {
+  if (bs <= kSearchedBatchRows) return RowOfEntry(scratch, bs, e);
+  const int64_t total = scratch[bs];
+  if (total <= 0 || e < 0) return RowOfEntry(scratch, bs, e);
+  const int64_t guess = GuessRow(bs, total, e);
+  if (scratch[guess] > e) return RowOfEntryIn(scratch, 0, guess, e);
+  if (guess + 1 == bs || scratch[guess + 1] > e) return guess;
+  return RowOfEntryIn(scratch, guess + 1, bs, e);
+}
+
+TEST(RowOfEntry, AnyOffsetsGiveTheRowFoundBeforeAndOnlyRowsOfTheBatch) {
+  std::mt19937_64 rng(20261205);
+  for (int round = 0; round < 2000; ++round) {
+    const int64_t bs = 1 + static_cast<int64_t>(rng() % 9);
+    std::vector<int64_t> scratch(bs + 1);
+    for (int64_t& offset : scratch) offset = static_cast<int64_t>(rng() % 41) - 10;
+    const Inputs inputs(bs);
+    for (int64_t e = -2; e < 35; ++e) {
+      const int64_t r = LocatedRowOf(scratch, inputs, e);
+      ASSERT_GE(r, 0);
+      ASSERT_LT(r, bs);
+      ASSERT_EQ(r, RowFoundBefore(scratch.data(), bs, e)) << "entry " << e << " of " << bs;
+    }
+  }
+}
+
 TEST(RowOfEntry, AnEmptyBatchTotalFallsBackToTheSearch) {
   ExpectSameRows({0});
   ExpectSameRows({0, 0, 0});

@@ -58,7 +58,7 @@ __device__ inline FusedLaunchState LaunchStateOf(const FusedVerifyParams& p) {
 __device__ inline VerifyEntry EntryAt(const VerifyParams& p, NoLaunchState, int64_t e) {
   return PlannedEntry(p, e);
 }
-__device__ inline VerifyEntry EntryAt(const FusedVerifyParams& p, const FusedLaunchState& state,
+__device__ inline VerifyEntry EntryAt(const FusedVerifyParams& p, FusedLaunchState state,
                                       int64_t e) {
   const LocatedRow row =
       p.in.bs == 1 ? state.only_row : LocateRow(p.scratch, p.in, state.total, e);
@@ -71,7 +71,9 @@ template <typename Params>
 __global__ void __launch_bounds__(kEntryCheckThreads, 4)
     EntryCheckKernel(const __grid_constant__ Halves<Params> v) {
   BeginOverlappedKernel();
-  const int64_t n = EntryCount(v.half[0]);  // the plan is shared by the halves
+  // The plan, and so the count and the launch-wide state, are shared by the halves (both are
+  // built from one call's arguments).
+  const int64_t n = EntryCount(v.half[0]);
   const auto state = LaunchStateOf(v.half[0]);
   const int64_t stride = int64_t{gridDim.x} * blockDim.x;
   const int64_t first = int64_t{blockIdx.x} * blockDim.x + threadIdx.x;
@@ -88,7 +90,8 @@ __global__ void __launch_bounds__(kEntryCheckThreads, 4)
 #pragma unroll
       for (int j = 0; j < kEntriesPerThread; ++j) {
         const int64_t e = base + j * stride;
-        bits[j] = e < n ? CheckEntry(half.launch, half.check_token, EntryAt(half, state, e), &unused) : 0;
+        bits[j] =
+            e < n ? CheckEntry(half.launch, half.check_token, EntryAt(half, state, e), &unused) : 0;
       }
 #pragma unroll
       for (int j = 0; j < kEntriesPerThread; ++j) {
