@@ -1,5 +1,7 @@
 #include "sim/compressed_state.h"
 
+#include <algorithm>
+
 #include "kvcanary/checked.h"
 #include "sim/kv_bytes.h"
 
@@ -64,16 +66,14 @@ std::vector<int64_t> CompressedState::FullSlotsNaming(int64_t compressed_slot) c
   std::vector<int64_t> full;
   if (compressed_slot <= 0) return full;
   // As built, only slot c * R + R - 1 names c (ClosedBy); every other naming entry was edited.
-  const int64_t built = compressed_slot < slots_ ? compressed_slot * ratio_ + ratio_ - 1 : 0;
-  bool built_listed = built <= 0 || built > full_slots_ || table_[built] != compressed_slot;
-  for (int64_t slot : edited_) {  // ascending
-    if (!built_listed && built < slot) {
-      full.push_back(built);
-      built_listed = true;
-    }
-    if (slot != built && table_[slot] == compressed_slot) full.push_back(slot);
+  // That slot names c only while unedited, so it is never also among the edited ones.
+  for (int64_t slot : edited_) {
+    if (table_[slot] == compressed_slot) full.push_back(slot);  // ascending
   }
-  if (!built_listed) full.push_back(built);
+  const int64_t built = compressed_slot < slots_ ? compressed_slot * ratio_ + ratio_ - 1 : 0;
+  if (built > 0 && built <= full_slots_ && table_[built] == compressed_slot) {
+    full.insert(std::lower_bound(full.begin(), full.end(), built), built);
+  }
   return full;
 }
 
