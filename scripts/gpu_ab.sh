@@ -27,7 +27,7 @@ configure() {  # configure SOURCE BUILD_DIR EXTRA...
   cmake -S "$1" -B "$2" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKVCANARY_CUDA=ON \
     -DCMAKE_CUDA_ARCHITECTURES=90 -DKVCANARY_BUILD_PYTHON=OFF "${carry[@]}" "${@:3}"
 }
-gpu_suite() { ./build/gpu/tests/gpu/kvcanary_gpu_tests --gtest_brief=1 "$@"; }
+gpu_tests=./build/gpu/tests/gpu/kvcanary_gpu_tests
 # Timed tests measure a spin's length, which a sanitizer's serialised launches change.
 untimed='-*CudaSpinWait*:*CudaJitterRace*'
 
@@ -51,13 +51,13 @@ build)
   wait;;
 test)
   mkdir -p "$out"
-  gpu_suite >"$out/gpu_tests.log" 2>&1; echo "gpu_tests: rc $?"; tail -n 2 "$out/gpu_tests.log";;
+  $gpu_tests --gtest_brief=1 >"$out/gpu_tests.log" 2>&1; echo "gpu_tests: rc $?"; tail -n 2 "$out/gpu_tests.log";;
 sanitize)
   mkdir -p "$out"
-  timeout 250 compute-sanitizer --tool memcheck --error-exitcode 1 ./build/gpu/tests/gpu/kvcanary_gpu_tests \
+  timeout 250 compute-sanitizer --tool memcheck --error-exitcode 1 $gpu_tests \
     --gtest_brief=1 --gtest_filter="*Fused*:*Differential*:*Sampl*$untimed" >"$out/memcheck.log" 2>&1
   echo "memcheck: rc $?"; tail -n 2 "$out/memcheck.log"
-  timeout 150 compute-sanitizer --tool racecheck --error-exitcode 1 ./build/gpu/tests/gpu/kvcanary_gpu_tests \
+  timeout 150 compute-sanitizer --tool racecheck --error-exitcode 1 $gpu_tests \
     --gtest_brief=1 --gtest_filter="*PlanStages*:*Bs1Shape0*:*Graph*$untimed" >"$out/racecheck.log" 2>&1
   echo "racecheck: rc $?"; tail -n 2 "$out/racecheck.log";;
 bench)
@@ -74,7 +74,7 @@ compare)
   python3 - "$out" <<'PY'
 import glob, json, os, statistics, sys
 out = sys.argv[1]
-parts = ("offsets_plan", "fused_verify", "step", "planned_step")
+parts = ("fused_verify", "step", "planned_step")
 def medians(variant):
     runs = {}
     for path in sorted(glob.glob(os.path.join(out, f"bench_{variant}_*.json"))):
