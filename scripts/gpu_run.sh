@@ -124,9 +124,10 @@ if [[ -x build/gpu/cli/kvcanary ]]; then
   [[ -f "$out/bench_layers.log" ]] && cat "$out/bench_layers.log"
   # Profiles, when GPU_RUN_PROFILE=1 and ncu is there: the fused verify of decode-1024 (where a
   # verify's time goes: memory throughput, stalls, occupancy) and the GPU time of every kernel of
-  # the decode-1 bench (a decode-1 step is a few dependent memory trips per kernel). The bench's
-  # checks launch the fused verify on small plans before the timed launches, so the first profile
-  # takes eight launches: read the one whose grid fills the GPU.
+  # the decode-1 bench (a decode-1 step is a few dependent memory trips per kernel). Before its
+  # cases the bench times the host cost of one-token calls: (3 warm-up + 20) samples of 200 calls
+  # per op at --reps 20 (bench/call_cost.cpp), so the fused-verify profile skips those 4600
+  # launches and takes the decode-1024 case's first one; the decode-1 summary includes them.
   if [[ ${GPU_RUN_PROFILE:-0} == 1 ]] && command -v ncu >/dev/null; then
     # ncu exits 0 when its filter matched no kernel: that is a failed step here.
     ncu_profile() {
@@ -140,7 +141,7 @@ if [[ -x build/gpu/cli/kvcanary ]]; then
       return $rc
     }
     step profile_fused_verify ncu_profile 200 --kernel-name-base demangled \
-      --kernel-name regex:'EntryCheckKernel.*FusedVerifyParams' --launch-skip 5 --launch-count 8 \
+      --kernel-name regex:'EntryCheckKernel.*FusedVerifyParams' --launch-skip 4600 --launch-count 1 \
       --section SpeedOfLight --section MemoryWorkloadAnalysis --section WarpStateStats \
       --section Occupancy --section SchedulerStats --section LaunchStats \
       ./build/gpu/cli/kvcanary bench --device cuda --cases decode-1024 --reps 20
