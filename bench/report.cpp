@@ -139,7 +139,8 @@ void PrintTable(std::ostream& out, const BenchResults& results) {
       << " / " << WriteBytes(1, layers)
       << ". step = the runtime's step: a FusedStage for HEAD (offsets plan, fused verify, write) "
          "and one for TAIL (fused verify, write), each over the K/V pair (one graph replay on "
-         "CUDA); step floor = its counted bytes "
+         "CUDA); in the *-paged and *-kK cases HEAD also stores the entries after its plan and "
+         "both verifies read them, as the runtime does there; step floor = its counted bytes "
          "over the ceiling; planned step = the same with the full plan and Verify. chain "
          "floor = one thread stepping the chain hash once per written token (one-request "
          "prefills only): no write of those tokens can be faster. loaded chain = the same "

@@ -8,10 +8,12 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "kvcanary/kvcanary.h"
+#include "fused_verify_cases.h"
 #include "property_oracle.h"
 #include "testutil.h"
 #include "validation_util.h"
@@ -21,86 +23,8 @@ namespace {
 
 constexpr int64_t kRingCapacity = 64;
 
-// Random plan inputs over a pool of `num_slots` slots, reaching past every edge the ops clamp.
-PlanInputs RandomInputs(Rng& rng, int64_t num_slots) {
-  PlanInputs in;
-  const int64_t rows = rng.Uniform(1, 8);
-  const int64_t width = rng.Uniform(1, 48);
-  in.req_to_token = HostTensor<int32_t>({rows, width});
-  for (int32_t& slot : in.req_to_token.values()) {
-    const int64_t kind = rng.Uniform(0, 19);
-    slot = static_cast<int32_t>(kind == 0   ? 0
-                                : kind == 1 ? num_slots + rng.Uniform(0, 3)
-                                : kind == 2 ? -1
-                                            : rng.Uniform(1, num_slots - 1));
-  }
-  in.req_to_token_pad = rng.Uniform(0, 3);
-  const int64_t bs = rng.Uniform(0, 10);
-  for (int64_t r = 0; r < bs; ++r) {
-    in.rp.push_back(rng.Uniform(0, rows));  // 0 pads; `rows` reads the clamped last row (D7)
-    in.prefix.push_back(rng.Chance(0.05) ? -2 : rng.Uniform(0, width + 2));
-    in.extend.push_back(rng.Uniform(0, 3));
-  }
-  if (rng.Chance(0.3)) {
-    in.window = rng.Uniform(1, 12);
-    in.lut.resize(rng.Uniform(1, num_slots + 3));
-    for (int64_t& slot : in.lut) slot = rng.Uniform(-1, num_slots + 2);
-  }
-  if (rng.Chance(0.6)) {
-    in.has_pool = true;
-    in.pool = HostTensor<int32_t>({rows + 1, width + 1});
-    for (int32_t& token : in.pool.values()) token = static_cast<int32_t>(rng.Uniform(0, 9));
-    for (int64_t r = 0; r < bs; ++r) in.valid_lens.push_back(rng.Uniform(0, width + 2));
-    in.token_offset = rng.Uniform(0, 1);
-  }
-  return in;
-}
-
-// Writes each table row's chain into `state` (later rows overwrite shared slots, which leaves
-// some records inconsistent), then flips a few record bytes.
-void FillRecords(Rng& rng, const PlanInputs& in, const std::vector<KvSource>& sources,
-                 RealKvHashMode mode, CanaryState& state) {
-  const int64_t num_slots = state.canary.shape()[0];
-  const int64_t rows = in.req_to_token.shape()[0];
-  const int64_t width = in.req_to_token.shape()[1];
-  for (int64_t rp = 0; rp < rows; ++rp) {
-    uint64_t running = ChainHeadHash();
-    for (int64_t p = 0; p < width; ++p) {
-      const int64_t slot = Tr(in.lut, Rt(in.req_to_token, rp, p));
-      if (slot < 0 || slot >= num_slots) continue;
-      const int64_t token = rng.Uniform(0, 9);
-      state.set_record(
-          slot, Record{token, p, ToSigned(running), ToSigned(OracleRealKv(sources, mode, slot))});
-      running = ChainStep(running, token, p);
-    }
-  }
-  for (int64_t flips = rng.Uniform(0, 3); flips > 0; --flips) {
-    const int64_t slot = rng.Uniform(0, num_slots - 1);
-    state.canary.values()[slot * state.canary.shape()[1] + rng.Uniform(0, 31)] ^= 0x10;
-  }
-}
-
-struct Outcome {
-  std::vector<ViolationRow> rows;
-  int32_t write_index = 0;
-  int64_t slot_runs = 0;
-  int64_t kernel_runs = 0;
-};
-Outcome OutcomeOf(const CanaryState& state) {
-  return Outcome{state.rows(), state.write_index[0], state.slot_run_counter[0],
-                 state.kernel_run_counter[0]};
-}
-void ExpectSameOutcome(const CanaryState& planned, const CanaryState& fused) {
-  const Outcome a = OutcomeOf(planned);
-  const Outcome b = OutcomeOf(fused);
-  EXPECT_EQ(b.rows, a.rows);
-  EXPECT_EQ(b.write_index, a.write_index);
-  EXPECT_EQ(b.slot_runs, a.slot_runs);
-  EXPECT_EQ(b.kernel_runs, a.kernel_runs);
-}
-
 // Seeded cases of FusedVerify against Plan + Verify (a paired FusedVerify against Verify of K, then
-// of V); `sampled`: with a verify_sample K in {1, 2, 3, 8, 16} and a phase of any sign (sampled
+// of V), without stored entries and with them (the plan's, read; too short, derived); `sampled`: with a verify_sample K in {1, 2, 3, 8, 16} and a phase of any sign (sampled
 // verify).
 void ExpectFusedChecksWhatPlanThenVerifyChecks(bool sampled) {
   int64_t rows_seen = 0, clean_entries_seen = 0;
@@ -124,7 +48,7 @@ void ExpectFusedChecksWhatPlanThenVerifyChecks(bool sampled) {
     CanaryState v(num_slots, kRingCapacity, RandomStride(seed + 1));
     FillRecords(rng, in, sources, mode, k);
     FillRecords(rng, in, sources, mode, v);
-    CanaryState fused_k = k, fused_v = v;
+    CanaryState fused_k = k, fused_v = v, stored_k = k, stored_v = v, short_k = k, short_v = v;
 
     const PlanCall call(in);
     PlanBuffers full = RandomCapacityBuffers(rng, in);
@@ -158,14 +82,32 @@ void ExpectFusedChecksWhatPlanThenVerifyChecks(bool sampled) {
       }
       return context;
     };
-    fused.context = ContextWith(fused_k, sources, mode);
     fused.check_verify_expected_token = check_token;
-    if (paired) fused.paired_context = v_context(fused_v, fused_k);
+    const auto run_fused = [&](CanaryState& state_k, CanaryState& state_v,
+                               std::optional<VerifyPlanView> stored) {
+      FusedVerifyArgs args = fused;
+      args.context = ContextWith(state_k, sources, mode);
+      if (paired) args.paired_context = v_context(state_v, state_k);
+      args.stored_entries = stored;
+      FusedVerify(args);
+    };
     Verify(VerifyArgs{ContextWith(k, sources, mode), full.verify(), check_token});
     if (paired) Verify(VerifyArgs{v_context(v, k), full.verify(), check_token});
-    FusedVerify(fused);
+    run_fused(fused_k, fused_v, std::nullopt);
     ExpectSameOutcome(k, fused_k);
     if (paired) ExpectSameOutcome(v, fused_v);
+    // Stored entries: the full plan's arrays hold them (when it stored any), so reading them
+    // checks the same; arrays one entry short of the count are never read (it derives).
+    run_fused(stored_k, stored_v, full.verify());
+    ExpectSameOutcome(k, stored_k);
+    if (paired) ExpectSameOutcome(v, stored_v);
+    const int64_t n = fused_k.slot_run_counter[0];
+    if (n >= 1) {
+      const PlanBuffers short_arrays = SentinelBuffers(n - 1, 1);
+      run_fused(short_k, short_v, short_arrays.verify());
+      ExpectSameOutcome(k, short_k);
+      if (paired) ExpectSameOutcome(v, short_v);
+    }
     rows_seen += fused_k.write_index[0];
     clean_entries_seen += fused_k.slot_run_counter[0] - fused_k.write_index[0];
   }

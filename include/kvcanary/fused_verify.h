@@ -16,6 +16,12 @@
 //       of row r, PlanInputs; the phase is read from inputs.verify_phase as stage 1 read it)
 //     the entry (slot, predecessor, position, expected token) the plan would store for
 //     (r, position), checked as Verify checks a plan entry
+// With stored_entries (entry arrays of capacity S, as PlanEntries writes them; their counts are not
+// read): when n <= S, entry e is read from them as Verify reads a plan's, not derived. They
+// must then hold stage 2's entries for these inputs (FusedStage's HEAD, given them, stores
+// them): a step whose entries are costly to derive (sampled, or through a block table) derives
+// them once for its HEAD and TAIL verifies, and a step with more entries than S still derives
+// them, so no step overflows.
 // verify_num_valid and the scratch must be what stage 1 wrote for these inputs (a count above
 // the total would check positions past the rows' prefixes: memory-safe, but no plan holds such
 // entries). Rows are recorded in entry order on the CPU; several threads record on CUDA (compare as a
@@ -43,7 +49,16 @@ struct FusedVerifyArgs {
   TensorView verify_num_valid;        // [1] int32
   TensorView verify_enable;           // [1] int32
   int64_t verify_capacity = 0;        // the capacity stage 1 was given
+  // The four entry arrays ([S] int64 each) read instead of deriving when the entries fit them.
+  std::optional<VerifyPlanView> stored_entries;
 };
+
+// Whether a step should store its verify entries for its fused verifies (stored_entries): when
+// each entry costs more reads to derive than to load from an array, that is with sampled verify
+// (verify_sample > 1) or through a block table (docs/gpu.md, the measured steps).
+inline bool StoredEntriesPay(int64_t verify_sample, bool block_table) {
+  return verify_sample > 1 || block_table;
+}
 
 void FusedVerify(const FusedVerifyArgs& args, StreamHandle stream = nullptr);
 

@@ -181,12 +181,24 @@ struct PlanOffsetsParams {
   WritePlanOutParams write;
 };
 
-// Stage 2. scratch: [>= bs + 1] int64 from stage 1; enable: [1] int32.
+// Stage 2. scratch: [>= bs + 1] int64 from stage 1; enable: [1] int32. A total above the
+// capacity breaks the offsets/entries contract (the CUDA kernel traps) unless only_when_fits:
+// then nothing is written (a fused stage storing its entries for the verifies when they fit).
 struct PlanEntriesParams {
   PlanInputParams in;
   const int64_t* scratch = nullptr;
   const int32_t* enable = nullptr;
   VerifyPlanOutParams verify;
+  bool only_when_fits = false;
+};
+
+// Verify entries as stage 2 stores them ([capacity] int64 each), for a fused verify to read.
+struct StoredEntryParams {
+  const int64_t* slot_indices = nullptr;
+  const int64_t* expected_tokens = nullptr;
+  const int64_t* expected_positions = nullptr;
+  const int64_t* prev_slot_indices = nullptr;
+  int64_t capacity = 0;
 };
 
 // The fused verify (a kvcanary addition): the plan-entries stage and verify in one pass, each
@@ -201,6 +213,10 @@ struct FusedVerifyParams {
   const int32_t* enable = nullptr;
   int64_t capacity = 0;  // the verify capacity stage 1 was given
   bool check_token = false;
+  // Entries a stage 2 of the same inputs stored (kvcanary: a fused stage's HEAD): when the
+  // launch's n entries fit them (n <= stored.capacity), entries [0, n) are read from them as
+  // Verify reads a plan's instead of derived. slot_indices nullptr: always derived.
+  StoredEntryParams stored;
 };
 
 // The halves of a verify or write launch: a K launch alone, or K and V of one group in one
@@ -264,11 +280,15 @@ struct SwaTranslateParams {
 };
 
 // One stage (HEAD or TAIL) of a forward for one group: with has_plan, the offsets-only fused
-// plan (its scratch given) first; then the fused verify; then the write; then, with has_advance,
-// the phase advance. Each part sees the memory the previous part left, as launches in a row would.
+// plan (its scratch given) first; with has_store, stage 2 of that plan into the verify's stored
+// entries when they fit (only_when_fits); then the fused verify; then the write; then, with
+// has_advance, the phase advance. Each part sees the memory the previous part left, as launches
+// in a row would.
 struct StageParams {
   PlanParams plan;
   bool has_plan = false;
+  PlanEntriesParams store;
+  bool has_store = false;
   FusedVerifyHalves verify;
   WriteHalves write;
   AdvancePhaseParams advance;

@@ -70,10 +70,19 @@ KVC_HOST_DEVICE int64_t CheckEntry(const LaunchParams& launch, bool check_token,
   return bits;
 }
 
-// Entry e of a plan (the expected token counts only when the check is on).
+// Entry e of a plan's arrays (the expected token counts only when the check is on).
+KVC_HOST_DEVICE VerifyEntry StoredEntry(const StoredEntryParams& s, bool check_token, int64_t e) {
+  return VerifyEntry{s.slot_indices[e], s.prev_slot_indices[e], s.expected_positions[e],
+                     check_token ? s.expected_tokens[e] : -1};
+}
+
+KVC_HOST_DEVICE StoredEntryParams StoredEntriesOf(const VerifyParams& p) {
+  return StoredEntryParams{p.slot_indices, p.expected_tokens, p.expected_positions,
+                           p.prev_slot_indices, p.capacity};
+}
+
 KVC_HOST_DEVICE VerifyEntry PlannedEntry(const VerifyParams& p, int64_t e) {
-  return VerifyEntry{p.slot_indices[e], p.prev_slot_indices[e], p.expected_positions[e],
-                     p.check_token ? p.expected_tokens[e] : -1};
+  return StoredEntry(StoredEntriesOf(p), p.check_token, e);
 }
 
 // The entries the fused verify checks: [0, n) with n as verify reads it from a plan stage 1
@@ -83,6 +92,12 @@ KVC_HOST_DEVICE int64_t FusedEntryCount(const FusedVerifyParams& p) {
   const int32_t num_valid = *p.num_valid;  // loaded with enable, not after it
   if (enable == 0 || p.in.bs <= 0) return 0;
   return ClampCount(num_valid, p.capacity);  // D2
+}
+
+// Whether a fused verify of n entries reads them from its stored entries instead of deriving
+// them.
+KVC_HOST_DEVICE bool ReadsStoredEntries(const FusedVerifyParams& p, int64_t n) {
+  return p.stored.slot_indices != nullptr && n <= p.stored.capacity;
 }
 
 // The entry of batch row r (req_to_token row rp) at `position` exactly as the plan-entries stage

@@ -9,8 +9,8 @@ namespace kvcanary::cpu {
 
 void Plan(const PlanParams& params);
 void PlanOffsets(const PlanOffsetsParams& params);
-// REQUIRES: scratch[bs] <= capacity when enable is set (ops/ checks it before calling: the CUDA
-// kernel traps instead). Nothing below ops/ throws.
+// REQUIRES: scratch[bs] <= capacity when enable is set, unless only_when_fits (ops/ checks it
+// before calling: the CUDA kernel traps instead). Nothing below ops/ throws.
 void PlanEntries(const PlanEntriesParams& params);
 void SwaTranslate(const SwaTranslateParams& params);
 void AdvancePhase(const AdvancePhaseParams& params);
@@ -27,7 +27,7 @@ void RunHalves(const FusedVerifyHalves& halves);
 inline void RunHalves(const WriteHalves& halves) {
   for (int h = 0; h < halves.num_halves; ++h) RunHalf(halves.half[h]);
 }
-// The stage's parts in order: Plan (with has_plan), each verify half, each write half, then
+// The stage's parts in order: Plan (with has_plan), PlanEntries (with has_store), each verify half, each write half, then
 // AdvancePhase (with has_advance).
 void RunStage(const StageParams& params);
 void Scatter(const ScatterParams& params);

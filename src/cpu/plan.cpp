@@ -83,6 +83,7 @@ void PlanOffsets(const PlanOffsetsParams& params) {
 void PlanEntries(const PlanEntriesParams& params) {
   const int64_t total = params.scratch[params.in.bs];
   if (total <= 0 || params.enable[0] == 0) return;
+  if (params.only_when_fits && total > params.verify.capacity) return;
   EmitVerifyEntries(params.in, params.scratch, total, params.verify);
 }
 

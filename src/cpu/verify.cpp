@@ -76,8 +76,9 @@ void CheckEntries(const Launches& launches, bool check_token, bool enabled, int6
 
 // Entries of a plan's arrays.
 struct PlannedCursor {
-  const VerifyParams* params;
-  VerifyEntry At(int64_t e) const { return PlannedEntry(*params, e); }
+  StoredEntryParams stored;
+  bool check_token = false;
+  VerifyEntry At(int64_t e) const { return StoredEntry(stored, check_token, e); }
   // Plan arrays do not say whether they hold a sampled verify.
   bool SparsePredecessors() const { return true; }
 };
@@ -200,13 +201,20 @@ Launches LaunchesOf(std::initializer_list<const LaunchParams*> launches) {
 void RunLaunches(const VerifyParams& params, const Launches& launches) {
   const bool enabled = *params.enable != 0;
   const int64_t n = enabled ? ClampCount(*params.num_valid, params.capacity) : 0;  // D2
-  CheckEntries(launches, params.check_token, enabled, n,
-               [&](int64_t) { return PlannedCursor{&params}; });
+  CheckEntries(launches, params.check_token, enabled, n, [&](int64_t) {
+    return PlannedCursor{StoredEntriesOf(params), params.check_token};
+  });
 }
 
 void RunLaunches(const FusedVerifyParams& params, const Launches& launches) {
   const int64_t n = FusedEntryCount(params);
-  CheckEntries(launches, params.check_token, *params.enable != 0, n,
+  const bool enabled = *params.enable != 0;
+  if (ReadsStoredEntries(params, n)) {
+    CheckEntries(launches, params.check_token, enabled, n,
+                 [&](int64_t) { return PlannedCursor{params.stored, params.check_token}; });
+    return;
+  }
+  CheckEntries(launches, params.check_token, enabled, n,
                [&](int64_t first) { return FusedCursor(params, first < n ? first : n - 1); });
 }
 

@@ -21,7 +21,8 @@ int AdvancePhase(const AdvancePhaseParams& params, int device, StreamHandle stre
 int LaunchHalves(const VerifyHalves& halves, int device, StreamHandle stream);
 int LaunchHalves(const FusedVerifyHalves& halves, int device, StreamHandle stream);
 int LaunchHalves(const WriteHalves& halves, int device, StreamHandle stream);
-// A forward's HEAD or TAIL for one group: the plan, fused verify, write and phase advance launches.
+// A forward's HEAD or TAIL for one group: the plan, stored entries, fused verify, write and phase
+// advance launches.
 int RunStage(const StageParams& params, int device, StreamHandle stream);
 int Scatter(const ScatterParams& params, int device, StreamHandle stream);
 // One thread spinning for min(*params.cycles, params.max_cycles) clock ticks (the jitter fuzzer).

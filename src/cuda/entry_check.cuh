@@ -12,7 +12,9 @@
 //                      offsets' total loaded once with the entry count), then the
 //                      req_to_token cells of its position and the one before, coalesced
 //                      across the warp (consecutive threads hold consecutive entries); a
-//                      predecessor record is the one the neighbouring thread loads
+//                      predecessor record is the one the neighbouring thread loads; given
+//                      stored entries (a fused stage's HEAD wrote them) that hold the launch's
+//                      entries, it reads them as Verify does
 // A paired launch checks the K and V halves of a group in the same pass (deriving or reading each
 // entry once per half: the second time hits the cache, and holding entries across halves would
 // cost the registers that keep loads in flight); each half keeps its own counters and rows, so the
@@ -67,21 +69,22 @@ __device__ inline VerifyEntry EntryAt(const FusedVerifyParams& p, FusedLaunchSta
                          PositionInRow(p.in, positions, WrapSub(e, row.begin)));
 }
 
+// Counts the launch (every launch, enabled or not) and its n entries (when enabled), once per
+// half, on the grid's first threads.
 template <typename Params>
-__global__ void __launch_bounds__(kEntryCheckThreads, 4)
-    EntryCheckKernel(const __grid_constant__ Halves<Params> v) {
-  BeginOverlappedKernel();
-  // The plan, and so the count and the launch-wide state, are shared by the halves (both are
-  // built from one call's arguments).
-  const int64_t n = EntryCount(v.half[0]);
-  const auto state = LaunchStateOf(v.half[0]);
-  const int64_t stride = int64_t{gridDim.x} * blockDim.x;
-  const int64_t first = int64_t{blockIdx.x} * blockDim.x + threadIdx.x;
+__device__ void CountLaunch(const Halves<Params>& v, int64_t n, int64_t first) {
   if (first < v.num_halves) {
     const Params& half = v.half[first];
-    AddToCounter(half.launch.kernel_run_counter, 1);  // every launch, enabled or not
+    AddToCounter(half.launch.kernel_run_counter, 1);
     if (*half.enable != 0) AddToCounter(half.launch.slot_run_counter, n);
   }
+}
+
+// The grid-stride pass over entries [0, n) of every half; entry_of(half, e) gives entry e.
+template <typename Params, typename EntryOf>
+__device__ void CheckLaunchEntries(const Halves<Params>& v, int64_t n, int64_t first,
+                                   EntryOf entry_of) {
+  const int64_t stride = int64_t{gridDim.x} * blockDim.x;
   for (int64_t base = first; base < n; base += kEntriesPerThread * stride) {
     for (int h = 0; h < v.num_halves; ++h) {
       const Params& half = v.half[h];
@@ -90,28 +93,53 @@ __global__ void __launch_bounds__(kEntryCheckThreads, 4)
 #pragma unroll
       for (int j = 0; j < kEntriesPerThread; ++j) {
         const int64_t e = base + j * stride;
-        bits[j] =
-            e < n ? CheckEntry(half.launch, half.check_token, EntryAt(half, state, e), &unused) : 0;
+        bits[j] = e < n ? CheckEntry(half.launch, half.check_token, entry_of(half, e), &unused) : 0;
       }
 #pragma unroll
       for (int j = 0; j < kEntriesPerThread; ++j) {
         if (bits[j] == 0) continue;
         ViolationRow row;
-        CheckEntry(half.launch, half.check_token, EntryAt(half, state, base + j * stride), &row);
+        CheckEntry(half.launch, half.check_token, entry_of(half, base + j * stride), &row);
         RecordViolation(half.launch, row);
       }
     }
   }
 }
 
+// kReadsStored (fused verify with stored entries only): a launch whose entries fit the stored
+// arrays reads them (one uniform branch, taken before any entry), else derives them. A separate
+// instantiation, so the fused verify without stored entries keeps its own code and registers.
+template <typename Params, bool kReadsStored = false>
+__global__ void __launch_bounds__(kEntryCheckThreads, 4)
+    EntryCheckKernel(const __grid_constant__ Halves<Params> v) {
+  BeginOverlappedKernel();
+  // The plan, and so the count and the launch-wide state, are shared by the halves (both are
+  // built from one call's arguments).
+  const int64_t n = EntryCount(v.half[0]);
+  const int64_t first = int64_t{blockIdx.x} * blockDim.x + threadIdx.x;
+  if constexpr (kReadsStored) {
+    if (ReadsStoredEntries(v.half[0], n)) {
+      CountLaunch(v, n, first);
+      CheckLaunchEntries(v, n, first, [](const Params& half, int64_t e) {
+        return StoredEntry(half.stored, half.check_token, e);
+      });
+      return;
+    }
+  }
+  const auto state = LaunchStateOf(v.half[0]);
+  CountLaunch(v, n, first);
+  CheckLaunchEntries(v, n, first,
+                     [&](const Params& half, int64_t e) { return EntryAt(half, state, e); });
+}
+
 // Enqueues the entry check of `v` on `stream`. REQUIRES: validated params; the current device is
 // the tensors' device. The grid is sized by the capacity, never by device values: small plans
 // still spread over many SMs, and a captured graph replays with any count.
-template <typename Params>
+template <typename Params, bool kReadsStored = false>
 cudaError_t LaunchEntryCheck(const Halves<Params>& v, cudaStream_t stream) {
-  const int blocks =
-      PersistentGrid<EntryCheckKernel<Params>>(kEntryCheckThreads, v.half[0].capacity);
-  return LaunchOverlapped<EntryCheckKernel<Params>>(blocks, kEntryCheckThreads, stream, v);
+  constexpr auto kernel = EntryCheckKernel<Params, kReadsStored>;
+  const int blocks = PersistentGrid<kernel>(kEntryCheckThreads, v.half[0].capacity);
+  return LaunchOverlapped<kernel>(blocks, kEntryCheckThreads, stream, v);
 }
 
 }  // namespace kvcanary::cuda

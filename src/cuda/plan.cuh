@@ -69,6 +69,7 @@ __global__ void __launch_bounds__(kOffsetsThreads)
 
 // Stage 2. A total above the capacity with enable set breaks the offsets/entries contract: the
 // separate entries op traps as SGLang does (the fused plan never gets there: it clears enable).
+// A fused stage storing its entries (only_when_fits) writes nothing then: its verifies derive.
 __global__ void __launch_bounds__(kEntriesThreads)
     PlanEntriesKernel(const __grid_constant__ PlanEntriesParams p) {
   BeginOverlappedKernel();
@@ -77,6 +78,7 @@ __global__ void __launch_bounds__(kEntriesThreads)
   if (total <= 0 || *p.enable == 0 || bs <= 0) return;
   const int64_t first = int64_t{blockIdx.x} * blockDim.x + threadIdx.x;
   if (total > p.verify.capacity) {
+    if (p.only_when_fits) return;
     if (first == 0) {
       printf(
           "kv-canary plan_entries: total_verify=%lld exceeds verify_capacity=%lld with "

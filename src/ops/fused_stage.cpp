@@ -11,6 +11,24 @@
 namespace kvcanary {
 namespace {
 
+// HEAD's store of its entries for the stage's verifies: PlanEntries of the plan into
+// verify.stored_entries (run only when they fit, checked as that op checks its call).
+PlanEntriesArgs StoreOf(const FusedStageArgs& a) {
+  const PlanArgs& plan = *a.plan;
+  const VerifyPlanView& stored = *a.verify.stored_entries;
+  return PlanEntriesArgs{.inputs = plan.inputs,
+                         .verify_offsets_scratch = plan.verify_offsets_scratch,
+                         .verify_enable = plan.verify_plan_out.enable,
+                         .out_verify_slot_indices = stored.verify_slot_indices,
+                         .out_verify_expected_tokens = stored.verify_expected_tokens,
+                         .out_verify_expected_positions = stored.verify_expected_positions,
+                         .out_verify_prev_slot_indices = stored.verify_prev_slot_indices};
+}
+
+bool StoresEntries(const FusedStageArgs& a) {
+  return a.plan.has_value() && a.verify.stored_entries.has_value();
+}
+
 void Validate(const FusedStageArgs& a) {
   if (a.plan.has_value()) {
     if (!IsOffsetsOnly(a.plan->verify_plan_out)) {
@@ -21,6 +39,7 @@ void Validate(const FusedStageArgs& a) {
     ValidatePlan(*a.plan);
   }
   ValidateWithPair(a.verify, ValidateFusedVerify);
+  if (StoresEntries(a)) ValidatePlanEntries(StoreOf(a));
   ValidateWithPair(a.write, ValidateWrite);
   if (a.advance_phase.has_value()) ValidateAdvanceVerifyPhase(*a.advance_phase);
   // The parts run on one backend and stream, chosen by the verify's canary_buf: one device.
@@ -40,6 +59,11 @@ void FusedStage(const FusedStageArgs& args, StreamHandle stream) {
   StageParams params;
   params.has_plan = args.plan.has_value();
   if (params.has_plan) params.plan = PlanParamsOf(*args.plan);
+  params.has_store = StoresEntries(args);
+  if (params.has_store) {
+    params.store = PlanEntriesParamsOf(StoreOf(args));
+    params.store.only_when_fits = true;
+  }
   params.verify = HalvesOf(args.verify, FusedVerifyParamsOf);
   params.write = HalvesOf(args.write, WriteParamsOf);
   params.has_advance = args.advance_phase.has_value();

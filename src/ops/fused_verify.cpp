@@ -46,6 +46,14 @@ void CheckBlocksTilePool(const FusedVerifyArgs& a) {
   }
 }
 
+StoredEntryParams StoredEntryParamsOf(const std::optional<VerifyPlanView>& stored) {
+  if (!stored.has_value()) return {};
+  const VerifyPlanOutParams arrays =
+      VerifyPlanOutParamsOf(*stored, stored->verify_slot_indices.size(0));
+  return StoredEntryParams{arrays.slot_indices, arrays.expected_tokens, arrays.expected_positions,
+                           arrays.prev_slot_indices, arrays.capacity};
+}
+
 }  // namespace
 
 void ValidateFusedVerify(const FusedVerifyArgs& a) {
@@ -58,6 +66,11 @@ void ValidateFusedVerify(const FusedVerifyArgs& a) {
   table.Add(VerifyCountSpecs(a.verify_num_valid, a.verify_enable, PlanNames::kInput));
   table.Add(SwaLutSpec(a.inputs, "full_to_swa_index_mapping"));
   table.Add(TokenPoolSpecs(a.inputs));
+  if (a.stored_entries.has_value()) {
+    const VerifyPlanView& stored = *a.stored_entries;
+    table.Add(VerifyEntrySpecs(stored, PlanNames::kStored,
+                               sig::Exactly(stored.verify_slot_indices.length())));
+  }
   CheckTableChoice(a.inputs);
   ValidateLaunch(
       a.context, "canary_verify", table, [&] { CheckScalars(a); },
@@ -76,7 +89,8 @@ FusedVerifyParams FusedVerifyParamsOf(const FusedVerifyArgs& a, const LaunchCont
                            .num_valid = a.verify_num_valid.data_as<const int32_t>(),
                            .enable = a.verify_enable.data_as<const int32_t>(),
                            .capacity = a.verify_capacity,
-                           .check_token = a.check_verify_expected_token};
+                           .check_token = a.check_verify_expected_token,
+                           .stored = StoredEntryParamsOf(a.stored_entries)};
 }
 
 void FusedVerify(const FusedVerifyArgs& args, StreamHandle stream) {

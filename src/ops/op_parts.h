@@ -1,6 +1,6 @@
 // The checks and backend parameters of the ops FusedStage is made of, each defined beside its op
-// (ops/plan.cpp, ops/fused_verify.cpp, ops/write.cpp, ops/verify_phase.cpp), so a stage checks its
-// parts with exactly the code the separate ops run.
+// (ops/plan.cpp, ops/plan_entries.cpp, ops/fused_verify.cpp, ops/write.cpp,
+// ops/verify_phase.cpp), so a stage checks its parts with exactly the code the separate ops run.
 #pragma once
 
 #include "core/params.h"
@@ -14,6 +14,11 @@ namespace kvcanary {
 void ValidatePlan(const PlanArgs& args);
 bool IsOffsetsOnly(const VerifyPlanView& plan);
 PlanParams PlanParamsOf(const PlanArgs& args);
+
+// PlanEntries: rows E1, E2 and the generic checks; its parameters (a fused stage storing its
+// entries runs it after the plan).
+void ValidatePlanEntries(const PlanEntriesArgs& args);
+PlanEntriesParams PlanEntriesParamsOf(const PlanEntriesArgs& args);
 
 // FusedVerify and Write, one half (args.context; the pair is checked by ValidateWithPair).
 void ValidateFusedVerify(const FusedVerifyArgs& args);

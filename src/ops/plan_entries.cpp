@@ -4,6 +4,7 @@
 #include "kvcanary/error.h"
 #include "kvcanary/plan.h"
 #include "ops/dispatch.h"
+#include "ops/op_parts.h"
 #include "ops/plan_inputs.h"
 #include "ops/plan_outputs.h"
 
@@ -19,7 +20,9 @@ VerifyPlanView EntriesOf(const PlanEntriesArgs& a) {
                         {}};
 }
 
-void Validate(const PlanEntriesArgs& a) {
+}  // namespace
+
+void ValidatePlanEntries(const PlanEntriesArgs& a) {
   const int64_t bs = a.inputs.req_pool_indices.length();
   const VerifyPlanView entries = EntriesOf(a);
   // One table: the inputs and scratch (checked first), then the rest.
@@ -45,15 +48,18 @@ void Validate(const PlanEntriesArgs& a) {
   sig::CheckPlacement(a.verify_offsets_scratch, "verify_offsets_scratch", all);
 }
 
-}  // namespace
-
-void PlanEntries(const PlanEntriesArgs& args, StreamHandle stream) {
-  Validate(args);
+PlanEntriesParams PlanEntriesParamsOf(const PlanEntriesArgs& args) {
   PlanEntriesParams params;
   params.in = InputParamsOf(args.inputs);
   params.scratch = args.verify_offsets_scratch.data_as<const int64_t>();
   params.enable = args.verify_enable.data_as<const int32_t>();
   params.verify = VerifyPlanOutParamsOf(EntriesOf(args), args.out_verify_slot_indices.size(0));
+  return params;
+}
+
+void PlanEntries(const PlanEntriesArgs& args, StreamHandle stream) {
+  ValidatePlanEntries(args);
+  const PlanEntriesParams params = PlanEntriesParamsOf(args);
   RunOnBackend(
       args.verify_offsets_scratch, "verify_offsets_scratch", "plan_entries",
       [&] {

@@ -16,6 +16,7 @@ sig::TensorSpec PlanArray(const TensorView& view, PlanNames names, std::string_v
     case PlanNames::kPlan:
       return sig::In(view, plan_name, dtype, 1, length);
     case PlanNames::kInput:
+    case PlanNames::kStored:
       break;
   }
   return sig::In(view, input_name, dtype, 1, length);
@@ -24,16 +25,19 @@ sig::TensorSpec PlanArray(const TensorView& view, PlanNames names, std::string_v
 }  // namespace
 
 sig::SpecList VerifyEntrySpecs(const VerifyPlanView& plan, PlanNames names, sig::Extent length) {
-  const auto row = [&](const TensorView& view, std::string_view out, std::string_view in) {
-    return PlanArray(view, names, out, in, out.substr(4), DType::kInt64, length);
+  const auto row = [&](const TensorView& view, std::string_view out, std::string_view plan_name,
+                       std::string_view stored) {
+    const std::string_view in = names == PlanNames::kStored ? stored : out.substr(4);
+    return PlanArray(view, names, out, plan_name, in, DType::kInt64, length);
   };
-  return {
-      row(plan.verify_slot_indices, "out_verify_slot_indices", "plan.verify_slot_indices"),
-      row(plan.verify_expected_tokens, "out_verify_expected_tokens", "plan.verify_expected_tokens"),
-      row(plan.verify_expected_positions, "out_verify_expected_positions",
-          "plan.verify_expected_positions"),
-      row(plan.verify_prev_slot_indices, "out_verify_prev_slot_indices",
-          "plan.verify_prev_slot_indices")};
+  return {row(plan.verify_slot_indices, "out_verify_slot_indices", "plan.verify_slot_indices",
+              "stored_entries.verify_slot_indices"),
+          row(plan.verify_expected_tokens, "out_verify_expected_tokens",
+              "plan.verify_expected_tokens", "stored_entries.verify_expected_tokens"),
+          row(plan.verify_expected_positions, "out_verify_expected_positions",
+              "plan.verify_expected_positions", "stored_entries.verify_expected_positions"),
+          row(plan.verify_prev_slot_indices, "out_verify_prev_slot_indices",
+              "plan.verify_prev_slot_indices", "stored_entries.verify_prev_slot_indices")};
 }
 
 sig::SpecList VerifyCountSpecs(const TensorView& num_valid, const TensorView& enable,

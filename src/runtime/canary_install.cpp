@@ -61,7 +61,10 @@ CanaryManager::Impl::Impl(const Config& config, const InstallArgs& args)
       args_(args),
       device_(args.device),
       stream_(args.stream),
-      verify_path_(config.fused_verify ? MakeFusedVerifyPath() : MakePlannedVerifyPath()) {
+      verify_path_(config.fused_verify
+                       ? MakeFusedVerifyPath(StoredEntriesPay(config.verify_sample,
+                                                              args.block_table.defined()))
+                       : MakePlannedVerifyPath()) {
   log_ = args.log != nullptr ? args.log : &StderrLogSink();
   if (args.piecewise_capture) {
     ThrowError(

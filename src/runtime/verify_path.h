@@ -6,9 +6,11 @@
 //
 //   PlannedVerifyPath  SGLang's plan arrays: Plan writes every entry, Verify reads them; a step
 //                      with more entries than the capacity is verified in row ranges.
-//   FusedVerifyPath    an offsets-only plan and FusedVerify: no per-entry array, no overflow
-//                      (the default, Config::fused_verify); each stage is one FusedStage (on
-//                      CUDA one launch), the plan inside HEAD's.
+//   FusedVerifyPath    an offsets-only plan and FusedVerify: no overflow (the default,
+//                      Config::fused_verify); each stage is one FusedStage, the plan inside
+//                      HEAD's. No per-entry array, unless entries cost more to derive than to
+//                      read (sampled verify, a block table): then HEAD also stores them, when
+//                      they fit the install's capacity, for both stages' verifies.
 #pragma once
 
 #include <cstdint>
@@ -77,7 +79,8 @@ class VerifyPath {
 };
 
 std::unique_ptr<VerifyPath> MakePlannedVerifyPath();
-std::unique_ptr<VerifyPath> MakeFusedVerifyPath();
+// stores_entries: StoredEntriesPay for the install (kvcanary/fused_verify.h).
+std::unique_ptr<VerifyPath> MakeFusedVerifyPath(bool stores_entries);
 
 // A verify plan with entry arrays of `capacity` entries: the planned path's forward plan, and the
 // sweep's own plan when the forwards' plans hold none.

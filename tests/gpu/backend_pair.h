@@ -162,16 +162,20 @@ struct BackendStep {
                            .out_verify_prev_slot_indices = plan.prevs.view()};
   }
   // The offsets-only plan that feeds FusedVerify: the counts and write plan into `plan` (its
-  // entry arrays stay as they were), the offsets into fused_scratch.
-  PlanArgs OffsetsOnlyPlanArgsOf() const {
+  // entry arrays stay as they were), the offsets into fused_scratch. With stored entries it is
+  // given the largest capacity, as the runtime's bound: every step fits the plan, not always the
+  // arrays, so both ways of getting an entry run.
+  PlanArgs OffsetsOnlyPlanArgsOf(bool stored = false) const {
     PlanArgs a = PlanArgsOf();
+    if (stored) a.verify_capacity = kMaxDeviceCount;
     a.verify_plan_out = VerifyPlanView{TensorView(), TensorView(),          TensorView(),
                                        TensorView(), plan.num_valid.view(), plan.enable.view()};
     a.verify_offsets_scratch = fused_scratch.view();
     return a;
   }
-  FusedVerifyArgs FusedVerifyArgsOf() const {
-    const PlanArgs plan = OffsetsOnlyPlanArgsOf();
+  // stored: the plan buffers' entry arrays are the verify's stored entries.
+  FusedVerifyArgs FusedVerifyArgsOf(bool stored = false) const {
+    const PlanArgs plan = OffsetsOnlyPlanArgsOf(stored);
     FusedVerifyArgs a{.inputs = plan.inputs,
                       .verify_offsets_scratch = plan.verify_offsets_scratch,
                       .verify_num_valid = plan.verify_plan_out.verify_num_valid,
@@ -180,14 +184,16 @@ struct BackendStep {
     a.context = Context();
     a.paired_context = PairedContext();
     a.check_verify_expected_token = inputs.check_token;
+    if (stored) a.stored_entries = this->plan.verify();
     return a;
   }
   // A fused stage: HEAD (with_plan: the offsets-only plan first) or TAIL (a sampled case's TAIL
   // advances the phases last), the write after the verify.
-  FusedStageArgs FusedStageArgsOf(bool with_plan) const {
+  // stored: HEAD stores its entries into the plan buffers' arrays and both verifies read them.
+  FusedStageArgs FusedStageArgsOf(bool with_plan, bool stored = false) const {
     FusedStageArgs args{
-        .plan = with_plan ? std::optional<PlanArgs>(OffsetsOnlyPlanArgsOf()) : std::nullopt,
-        .verify = FusedVerifyArgsOf(),
+        .plan = with_plan ? std::optional<PlanArgs>(OffsetsOnlyPlanArgsOf(stored)) : std::nullopt,
+        .verify = FusedVerifyArgsOf(stored),
         .write = WriteArgsOf()};
     if (!with_plan && verify_phase.has_value()) {
       args.advance_phase = AdvanceVerifyPhaseArgs{verify_phase->view(), req_pool_indices.view()};

@@ -50,30 +50,34 @@ inline void RunStep(const StepInputs& in, bool write = true) {
   SameStatesWithinTheRing(cpu, cuda, "write");
 }
 
-// The offsets-only plan and FusedVerify on both backends, from fresh copies of the inputs.
-inline void RunFusedVerify(const StepInputs& in) {
+// The offsets-only plan and FusedVerify on both backends, from fresh copies of the inputs; with
+// `stored`, the plan buffers' stale arrays as its stored entries (read when they are long enough:
+// both backends must then check what they hold, not what they would derive).
+inline void RunFusedVerify(const StepInputs& in, bool stored = false) {
   CpuStep cpu(in);
   CudaStep cuda(in);
-  OnBoth(cpu, cuda, [](const auto& step) { Plan(step.OffsetsOnlyPlanArgsOf()); });
+  OnBoth(cpu, cuda, [&](const auto& step) { Plan(step.OffsetsOnlyPlanArgsOf(stored)); });
   ExpectSamePlan(cpu.plan, cuda.plan.ToHost(), "offsets-only plan");
   ExpectSameTensor(cpu.fused_scratch, cuda.fused_scratch.ToHost(), "offsets scratch");
-  OnBoth(cpu, cuda, [](const auto& step) { FusedVerify(step.FusedVerifyArgsOf()); });
+  OnBoth(cpu, cuda, [&](const auto& step) { FusedVerify(step.FusedVerifyArgsOf(stored)); });
   SameStatesWithinTheRing(cpu, cuda, "fused verify");
 }
 
 // A forward's HEAD as one FusedStage (plan, fused verify, write) and its TAIL as another (fused
 // verify, write), on both backends from the same inputs.
-inline void RunFusedStages(const StepInputs& in) {
+// With `stored`, HEAD stores its entries into the plan buffers' arrays when they fit and both
+// verifies read them (compared with the plan after HEAD).
+inline void RunFusedStages(const StepInputs& in, bool stored = false) {
   CpuStep cpu(in);
   CudaStep cuda(in);
   if (in.lut.has_value()) {
     OnBoth(cpu, cuda, [](const auto& step) { SwaTranslate(step.TranslateArgsOf()); });
   }
-  OnBoth(cpu, cuda, [](const auto& step) { FusedStage(step.FusedStageArgsOf(true)); });
+  OnBoth(cpu, cuda, [&](const auto& step) { FusedStage(step.FusedStageArgsOf(true, stored)); });
   ExpectSamePlan(cpu.plan, cuda.plan.ToHost(), "HEAD stage's plan");
   ExpectSameTensor(cpu.fused_scratch, cuda.fused_scratch.ToHost(), "offsets scratch");
   if (!SameStatesWithinTheRing(cpu, cuda, "HEAD stage")) return;
-  OnBoth(cpu, cuda, [](const auto& step) { FusedStage(step.FusedStageArgsOf(false)); });
+  OnBoth(cpu, cuda, [&](const auto& step) { FusedStage(step.FusedStageArgsOf(false, stored)); });
   SameStatesWithinTheRing(cpu, cuda, "TAIL stage");
   if (in.verify_phase.has_value()) {
     ExpectSameTensor(*cpu.verify_phase, cuda.verify_phase->ToHost(), "advanced phases");

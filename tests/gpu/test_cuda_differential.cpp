@@ -54,6 +54,17 @@ TEST_P(CudaDifferentialSweep, FusedStagesMatchTheCpu) {
   RunFusedStages(testing::MakeStep(GetParam()));
 }
 
+// Stored entries: stale arrays read when long enough; stored by HEAD and read by both stages.
+TEST_P(CudaDifferentialSweep, FusedVerifyOfStoredEntriesMatchesTheCpu) {
+  SCOPED_TRACE(testing::Describe(GetParam()));
+  RunFusedVerify(testing::MakeStep(GetParam()), /*stored=*/true);
+}
+
+TEST_P(CudaDifferentialSweep, FusedStagesStoringTheirEntriesMatchTheCpu) {
+  SCOPED_TRACE(testing::Describe(GetParam()));
+  RunFusedStages(testing::MakeStep(GetParam()), /*stored=*/true);
+}
+
 INSTANTIATE_TEST_SUITE_P(Sweep, CudaDifferentialSweep, ::testing::ValuesIn(testing::SweepCases()),
                          [](const ::testing::TestParamInfo<SweepCase>& info) {
                            return info.param.name;

@@ -52,10 +52,10 @@ testing::KvSourceInput Source(uint64_t seed) {
 // The inputs of a step with these lengths, padded to kNumTokens tokens. bump_row >= 0 moves that
 // batch row's first new token one position ahead of its expected position.
 StepInputs GraphStep(const std::vector<int64_t>& prefix, const std::vector<int64_t>& extend,
-                     int64_t bump_row = -1) {
+                     int64_t bump_row = -1, int64_t verify_capacity = 5 * kWidth) {
   testing::HalfInputs k{
       CanaryState(kNumSlots, 64), {Source(1)}, static_cast<int64_t>(CanaryLaunchTag::kTailKFull)};
-  StepInputs in(std::move(k), testing::PlanBuffers(5 * kWidth, 8));
+  StepInputs in(std::move(k), testing::PlanBuffers(verify_capacity, 8));
   in.paired = testing::HalfInputs{
       CanaryState(kNumSlots, 1), {Source(2)}, static_cast<int64_t>(CanaryLaunchTag::kTailVFull)};
   in.mode = RealKvHashMode::kAll;
@@ -124,16 +124,27 @@ void LoadInputs(Step& step, const StepInputs& in) {
   Overwrite(*step.expected_positions, *in.expected_positions);
 }
 
-// The step as the runtime enqueues it: plan, verify, write; with `fused`, the offsets-only plan
-// and FusedVerify instead of the full plan and Verify.
+// How a step gets its verify entries: the plan's arrays, derived (the offsets-only plan and
+// FusedVerify), or stored by a HEAD stage for it and a TAIL stage to read (derived when they do
+// not fit).
+enum class Entries { kPlanned, kFused, kStored };
+
+// The step as the runtime enqueues it: plan, verify, write (kStored: a HEAD and a TAIL stage).
 template <typename Step>
-void EnqueueStep(const Step& step, cudaStream_t stream, bool fused) {
-  if (fused) {
-    Plan(step.OffsetsOnlyPlanArgsOf(), stream);
-    FusedVerify(step.FusedVerifyArgsOf(), stream);
-  } else {
-    Plan(step.PlanArgsOf(), stream);
-    Verify(step.VerifyArgsOf(), stream);
+void EnqueueStep(const Step& step, cudaStream_t stream, Entries entries) {
+  switch (entries) {
+    case Entries::kPlanned:
+      Plan(step.PlanArgsOf(), stream);
+      Verify(step.VerifyArgsOf(), stream);
+      break;
+    case Entries::kFused:
+      Plan(step.OffsetsOnlyPlanArgsOf(), stream);
+      FusedVerify(step.FusedVerifyArgsOf(), stream);
+      break;
+    case Entries::kStored:
+      FusedStage(step.FusedStageArgsOf(/*with_plan=*/true, /*stored=*/true), stream);
+      FusedStage(step.FusedStageArgsOf(/*with_plan=*/false, /*stored=*/true), stream);
+      return;
   }
   Write(step.WriteArgsOf(), stream);
 }
@@ -156,11 +167,11 @@ using Graph = testing::OwnedGraph;
 
 // Captures the step on `stream` in global mode and instantiates the graph. An op that synchronised
 // or otherwise broke the capture leaves the stream's capture invalidated and EndCapture failing.
-void CaptureStep(const CudaStep& step, cudaStream_t stream, bool fused, Graph& graph) {
+void CaptureStep(const CudaStep& step, cudaStream_t stream, Entries entries, Graph& graph) {
   KVC_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
   std::string op_error;
   try {
-    EnqueueStep(step, stream, fused);
+    EnqueueStep(step, stream, entries);
   } catch (const std::exception& error) {
     op_error = error.what();
   }
@@ -181,33 +192,37 @@ class CudaGraph : public testing::DeviceTest {
  protected:
   // Step A (prefill) is captured; steps B (decode) and C (extend, with a corrupted record, the
   // chain-position assert switched on and one token out of place) replay the same graph.
-  static void RunScenario(bool with_scratch, bool fused = false) {
-    StepInputs a = GraphStep(std::vector<int64_t>(kBs, 0), {8, 5, 3, 7, 2, 9});
+  // With stored entries the arrays hold 33: step B's 31 entries fit them, step C's 36 do not.
+  static void RunScenario(bool with_scratch, Entries entries = Entries::kPlanned) {
+    const int64_t capacity = entries == Entries::kStored ? 33 : 5 * kWidth;
+    StepInputs a = GraphStep(std::vector<int64_t>(kBs, 0), {8, 5, 3, 7, 2, 9}, -1, capacity);
     if (!with_scratch) a.scratch.reset();  // the plan allocates its own, stream-ordered
-    const StepInputs b = GraphStep({8, 5, 0, 7, 2, 9}, std::vector<int64_t>(kBs, 1));
-    const StepInputs c = GraphStep({9, 6, 0, 8, 3, 10}, {2, 3, 1, 1, 4, 2}, /*bump_row=*/4);
+    const StepInputs b = GraphStep({8, 5, 0, 7, 2, 9}, std::vector<int64_t>(kBs, 1), -1, capacity);
+    const StepInputs c =
+        GraphStep({9, 6, 0, 8, 3, 10}, {2, 3, 1, 1, 4, 2}, /*bump_row=*/4, capacity);
     testing::CpuStep cpu(a);
     CudaStep cuda(a);
     Stream stream;
     {  // Warm up on a throwaway copy, as a runtime does before capturing: the first launches load
        // kernels and read device attributes.
       const CudaStep warm(a);
-      EnqueueStep(warm, stream.get(), fused);
+      EnqueueStep(warm, stream.get(), entries);
       KVC_CUDA_CHECK(cudaStreamSynchronize(stream.get()));
     }
     Graph graph;
-    CaptureStep(cuda, stream.get(), fused, graph);
+    CaptureStep(cuda, stream.get(), entries, graph);
     testing::ExpectSameStates(cpu, cuda, "after capture (nothing ran)");
 
     auto replay = [&](const std::string& what) {
       KVC_CUDA_CHECK(cudaGraphLaunch(graph.exec, stream.get()));
       KVC_CUDA_CHECK(cudaStreamSynchronize(stream.get()));
-      EnqueueStep(cpu, nullptr, fused);
+      EnqueueStep(cpu, nullptr, entries);
       testing::ExpectSamePlan(cpu.plan, cuda.plan.ToHost(), what);
       testing::ExpectSameStates(cpu, cuda, what);
     };
     replay("step A");
-    EXPECT_EQ(cpu.primary.state.slot_run_counter[0], 31);  // tokens written, padding row aside
+    // Tokens written, padding row aside (twice with stored entries: HEAD and TAIL write).
+    EXPECT_EQ(cpu.primary.state.slot_run_counter[0], entries == Entries::kStored ? 62 : 31);
 
     LoadInputs(cpu, b);
     LoadInputs(cuda, b);
@@ -237,7 +252,11 @@ TEST_F(CudaGraph, CapturedStepReplaysWithNewDeviceInputs) { RunScenario(/*with_s
 TEST_F(CudaGraph, PlanWithoutScratchCapturesItsAllocation) { RunScenario(/*with_scratch=*/false); }
 
 TEST_F(CudaGraph, FusedVerifyStepReplaysWithNewDeviceInputs) {
-  RunScenario(/*with_scratch=*/true, /*fused=*/true);
+  RunScenario(/*with_scratch=*/true, Entries::kFused);
+}
+
+TEST_F(CudaGraph, StagesStoringTheirEntriesReplayWithNewDeviceInputs) {
+  RunScenario(/*with_scratch=*/true, Entries::kStored);
 }
 
 }  // namespace
