@@ -107,8 +107,10 @@ __device__ void CheckLaunchEntries(const Halves<Params>& v, int64_t n, int64_t f
 }
 
 // kReadsStored (fused verify with stored entries only): a launch whose entries fit the stored
-// arrays reads them (one uniform branch, taken before any entry), else derives them. A separate
-// instantiation, so the fused verify without stored entries keeps its own code and registers.
+// arrays reads them, else derives them. The choice is a flag uniform across the launch, taken per
+// entry inside the one loop: two loops behind one branch need more than 64 registers between them,
+// and the spills made reading the stored entries 10-15% slower (bench/RESULTS.md, run Q). A
+// separate instantiation, so the fused verify without stored entries keeps its own code.
 template <typename Params, bool kReadsStored = false>
 __global__ void __launch_bounds__(kEntryCheckThreads, 4)
     EntryCheckKernel(const __grid_constant__ Halves<Params> v) {
@@ -116,20 +118,17 @@ __global__ void __launch_bounds__(kEntryCheckThreads, 4)
   // The plan, and so the count and the launch-wide state, are shared by the halves (both are
   // built from one call's arguments).
   const int64_t n = EntryCount(v.half[0]);
-  const int64_t first = int64_t{blockIdx.x} * blockDim.x + threadIdx.x;
-  if constexpr (kReadsStored) {
-    if (ReadsStoredEntries(v.half[0], n)) {
-      CountLaunch(v, n, first);
-      CheckLaunchEntries(v, n, first, [](const Params& half, int64_t e) {
-        return StoredEntry(half.stored, half.check_token, e);
-      });
-      return;
-    }
-  }
+  [[maybe_unused]] bool stored = false;
+  if constexpr (kReadsStored) stored = ReadsStoredEntries(v.half[0], n);
   const auto state = LaunchStateOf(v.half[0]);
+  const int64_t first = int64_t{blockIdx.x} * blockDim.x + threadIdx.x;
   CountLaunch(v, n, first);
-  CheckLaunchEntries(v, n, first,
-                     [&](const Params& half, int64_t e) { return EntryAt(half, state, e); });
+  CheckLaunchEntries(v, n, first, [&](const Params& half, int64_t e) {
+    if constexpr (kReadsStored) {
+      if (stored) return StoredEntry(half.stored, half.check_token, e);
+    }
+    return EntryAt(half, state, e);
+  });
 }
 
 // Enqueues the entry check of `v` on `stream`. REQUIRES: validated params; the current device is
