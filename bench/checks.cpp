@@ -97,13 +97,18 @@ void CheckCase(Pool& pool, const CaseLayout& layout, const std::vector<InputSet>
     slot_runs[t] = pool.SlotRunCount(kStepTags[t]);
     kernel_runs[t] = pool.KernelRunCount(kStepTags[t]);
   }
-  // Each set runs the planned step (whose entries CheckPlan reads) and then the runtime's fused
-  // step, which rewrites the same records with the same values.
+  // Each set runs the planned step (whose entries CheckPlan reads), then the runtime's fused
+  // step and the step storing its entries, which rewrite the same records with the same values;
+  // the stored step's HEAD stores into the plan's arrays the entries the plan wrote there.
+  constexpr int kSteps = 3;
   for (const InputSet& set : sets) {
     RunPlannedStep(set, pool.device().stream());
     pool.device().Synchronize();
     CheckPlan(check, layout, set);
-    RunStep(set, pool.device().stream());
+    RunStep(set, pool.device().stream(), set.stores_entries);
+    RunStep(set, pool.device().stream(), /*store_entries=*/true);
+    pool.device().Synchronize();
+    CheckPlan(check, layout, set);
   }
   pool.device().Synchronize();
   check.Equal("violations", pool.ViolationCount(), 0);
@@ -112,9 +117,9 @@ void CheckCase(Pool& pool, const CaseLayout& layout, const std::vector<InputSet>
     const std::string tag = LaunchTagName(static_cast<int64_t>(kStepTags[t]));
     // Verify counts every entry, write every token written.
     check.Equal(tag + " slot_run_counter increase", pool.SlotRunCount(kStepTags[t]) - slot_runs[t],
-                2 * count * (sets[0].verify_entries + sets[0].write_tokens));
+                kSteps * count * (sets[0].verify_entries + sets[0].write_tokens));
     check.Equal(tag + " kernel_run_counter increase",
-                pool.KernelRunCount(kStepTags[t]) - kernel_runs[t], 4 * count);
+                pool.KernelRunCount(kStepTags[t]) - kernel_runs[t], kSteps * 2 * count);
   }
   const InputSet& set = sets.front();
   if (set.write_tokens > 0) {

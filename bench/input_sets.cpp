@@ -42,7 +42,8 @@ void BuildSet(const Pool& pool, const CaseLayout& layout, int64_t first_request,
   set.extend_seq_lens.Upload(std::vector<int64_t>(batch, shape.extend));
   set.scratch = Zeroed(device, DType::kInt64, batch + 1);
 
-  set.stores_entries = StoredEntriesPay(shape.verify_sample, shape.block_size > 0);
+  set.stores_entries =
+      StoredEntriesPay(device.device().type, shape.verify_sample, shape.block_size > 0);
   const int64_t capacity = std::max<int64_t>(set.verify_entries, 1);
   set.verify_slots = Zeroed(device, DType::kInt64, capacity);
   set.verify_tokens = Zeroed(device, DType::kInt64, capacity);
@@ -169,10 +170,10 @@ Args PairedLaunch(const std::array<Args, 4>& args, int k) {
 
 }  // namespace
 
-void RunStep(const InputSet& set, StreamHandle stream) {
+void RunStep(const InputSet& set, StreamHandle stream, bool store_entries) {
   for (int k = 0; k < 4; k += 2) {  // HEAD (with the plan), then TAIL
     FusedVerifyArgs verify = PairedLaunch(set.fused_verify_args, k);
-    if (set.stores_entries) verify.stored_entries = set.plan_args.verify_plan_out;
+    if (store_entries) verify.stored_entries = set.plan_args.verify_plan_out;
     FusedStage({.plan = k == 0 ? std::optional<PlanArgs>(set.offsets_plan_args) : std::nullopt,
                 .verify = verify,
                 .write = PairedLaunch(set.write_args, k)},

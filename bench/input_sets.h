@@ -27,8 +27,8 @@ struct InputSet {
   // batch * prefix (batch * SampledPrefix with sampled verify): what plan emits, verify checks
   int64_t verify_entries = 0;
   int64_t write_tokens = 0;    // batch * extend
-  // The runtime's step stores its entries for its verifies (StoredEntriesPay: sampled or paged):
-  // HEAD stores them into the plan's arrays, which hold them all.
+  // The runtime's step stores its entries for its verifies (its default on this device,
+  // StoredEntriesPay): HEAD stores them into the plan's arrays, which hold them all.
   bool stores_entries = false;
 
   // Plan inputs ([batch] int64 each; scratch [batch + 1]).
@@ -69,8 +69,8 @@ void BindMode(std::vector<InputSet>& sets, const Pool& pool, RealData mode);
 
 // One canary step as the runtime runs it: a FusedStage for HEAD (the offsets-only plan, fused
 // verify and write) and one for TAIL (fused verify and write), each over the K/V pair; with
-// stores_entries, HEAD stores the entries after its plan and both verifies read them.
-void RunStep(const InputSet& set, StreamHandle stream);
+// store_entries, HEAD stores the entries after its plan and both verifies read them.
+void RunStep(const InputSet& set, StreamHandle stream, bool store_entries);
 
 // The same step through the plan arrays: the full plan, then Verify of its entries.
 void RunPlannedStep(const InputSet& set, StreamHandle stream);

@@ -90,7 +90,10 @@ CaseResult TimeCase(BenchDevice& device, const BenchResults& results, const Benc
   });
   const TimingStats write =
       time("write", [&](const InputSet& set) { Write(set.write_args[tail_k], stream); });
-  result.step = time("step", [&](const InputSet& set) { RunStep(set, stream); });
+  result.step =
+      time("step", [&](const InputSet& set) { RunStep(set, stream, set.stores_entries); });
+  result.stored_step =
+      time("stored step", [&](const InputSet& set) { RunStep(set, stream, /*store=*/true); });
   result.planned_step =
       time("planned step", [&](const InputSet& set) { RunPlannedStep(set, stream); });
   if (result.verify_entries > 0) {

@@ -34,6 +34,7 @@ struct CaseResult {
   OpResult write;            // TAIL K
   TimingStats step;          // the runtime's step (fused path): one graph replay on CUDA
   TimingStats planned_step;  // the same step through the plan arrays
+  TimingStats stored_step;   // the same step storing its entries for its verifies
   int64_t step_bytes = 0;  // StepBytes of this case
   double step_floor_us = 0;  // step_bytes over the ceiling
   // The random-gather ceiling of verify_entries entries: records only, and with this mode's

@@ -74,27 +74,29 @@ compare)
   python3 - "$out" <<'PY'
 import glob, json, os, statistics, sys
 out = sys.argv[1]
-parts = ("fused_verify", "step", "planned_step")
+parts = ("fused_verify", "step", "planned_step", "stored_step")  # an older bench has no stored_step
 def medians(variant):
     runs = {}
     for path in sorted(glob.glob(os.path.join(out, f"bench_{variant}_*.json"))):
         for case in json.load(open(path))["cases"]:
             row = runs.setdefault((case["case"], case["real_kv"]), {p: [] for p in parts})
             for p in parts:
-                row[p].append(case[p]["median_us"])
-    return {k: {p: statistics.median(v) for p, v in row.items()} for k, row in runs.items()}
+                if p in case: row[p].append(case[p]["median_us"])
+    return {k: {p: statistics.median(v) for p, v in row.items() if v} for k, row in runs.items()}
 names = sorted({os.path.basename(p).split("_")[1] for p in glob.glob(os.path.join(out, "bench_*_*.json"))})
 new = medians("new")
 for other in [n for n in names if n != "new"]:
     old = medians(other)
     print(f"\nnew against {other}: µs, the median of the rounds' medians")
-    print("| case | real KV | fused verify | new | ratio | step | new | ratio | new / planned |")
-    print("|---|---|--:|--:|--:|--:|--:|--:|--:|")
+    print("| case | real KV | fused verify | new | ratio | step | new | ratio | new / planned | "
+          "new stored / planned |")
+    print("|---|---|--:|--:|--:|--:|--:|--:|--:|--:|")
     for key in [k for k in old if k in new]:
         a, b = old[key], new[key]
+        stored = f"{b['stored_step'] / b['planned_step']:.3f}" if "stored_step" in b else "-"
         print(f"| {key[0]} | {key[1]} | {a['fused_verify']:.2f} | {b['fused_verify']:.2f} | "
               f"{b['fused_verify'] / a['fused_verify']:.3f} | {a['step']:.1f} | {b['step']:.1f} | "
-              f"{b['step'] / a['step']:.3f} | {b['step'] / b['planned_step']:.3f} |")
+              f"{b['step'] / a['step']:.3f} | {b['step'] / b['planned_step']:.3f} | {stored} |")
 PY
   ;;
 *)

@@ -97,6 +97,11 @@ const FieldTable<Config>& ConfigFields() {
              runtime::ParseFingerprintLayers(StrArg(v, "fingerprint_layers"));
        }},
       Int64Field("verify_sample", &Config::verify_sample),
+      {"verify_entries",
+       [](const Config& c) { return py::str(runtime::VerifyEntriesName(c.verify_entries)); },
+       [](Config& c, py::handle v) {
+         c.verify_entries = runtime::ParseVerifyEntries(StrArg(v, "verify_entries"));
+       }},
       {"on_violation",
        [](const Config& c) { return py::str(runtime::OnViolationName(c.on_violation)); },
        [](Config& c, py::handle v) {

@@ -36,6 +36,19 @@ std::string TagList(const std::vector<int>& tags) {
   return out.str();
 }
 
+// Config::verify_entries for this install (auto: where storing measured faster).
+bool StoresVerifyEntries(const Config& config, const InstallArgs& args) {
+  switch (config.verify_entries) {
+    case VerifyEntries::kDerive:
+      return false;
+    case VerifyEntries::kStore:
+      return true;
+    case VerifyEntries::kAuto:
+      break;
+  }
+  return StoredEntriesPay(args.device.type, config.verify_sample, args.block_table.defined());
+}
+
 }  // namespace
 
 const char* PhaseName(Phase phase) {
@@ -62,8 +75,7 @@ CanaryManager::Impl::Impl(const Config& config, const InstallArgs& args)
       device_(args.device),
       stream_(args.stream),
       verify_path_(config.fused_verify
-                       ? MakeFusedVerifyPath(StoredEntriesPay(config.verify_sample,
-                                                              args.block_table.defined()))
+                       ? MakeFusedVerifyPath(StoresVerifyEntries(config, args))
                        : MakePlannedVerifyPath()) {
   log_ = args.log != nullptr ? args.log : &StderrLogSink();
   if (args.piecewise_capture) {

@@ -38,6 +38,7 @@ constexpr const char* kOnViolationNames[] = {"log", "raise", "quarantine"};
 constexpr const char* kRealDataNames[] = {"none", "partial", "all"};
 constexpr const char* kGroupKindNames[] = {"FULL", "SWA"};
 constexpr const char* kFingerprintLayersNames[] = {"layer0", "all"};
+constexpr const char* kVerifyEntriesNames[] = {"auto", "derive", "store"};
 
 template <typename Enum, size_t N>
 const char* NameOf(const char* const (&names)[N], Enum value, const char* unknown = "unknown") {
@@ -133,6 +134,7 @@ const char* GroupKindName(GroupKind kind) { return NameOf(kGroupKindNames, kind,
 const char* FingerprintLayersName(FingerprintLayers layers) {
   return NameOf(kFingerprintLayersNames, layers);
 }
+const char* VerifyEntriesName(VerifyEntries value) { return NameOf(kVerifyEntriesNames, value); }
 
 EnvLookup ProcessEnv() {
   return [](const std::string& name) -> std::optional<std::string> {
@@ -162,6 +164,11 @@ FingerprintLayers ParseFingerprintLayers(std::string_view value) {
     return *layers;
   }
   ThrowError("kv-canary: fingerprint_layers must be one of layer0/all, got '", value, "'");
+}
+
+VerifyEntries ParseVerifyEntries(std::string_view value) {
+  if (const auto parsed = FindName<VerifyEntries>(kVerifyEntriesNames, value)) return *parsed;
+  ThrowError("kv-canary: verify_entries must be one of auto/derive/store, got '", value, "'");
 }
 
 GroupKind ParseGroupKind(std::string_view raw) {
@@ -242,6 +249,7 @@ std::string Config::ToString() const {
       << ", allreduce_violation_signal=" << BoolName(allreduce_violation_signal)
       << ", incident_file='" << incident_file << "'"
       << ", fused_verify=" << BoolName(fused_verify)
+      << ", verify_entries=" << VerifyEntriesName(verify_entries)
       << ", fingerprint_layers=" << FingerprintLayersName(fingerprint_layers)
       << ", verify_sample=" << verify_sample
       << ", on_violation=" << OnViolationName(on_violation)
@@ -260,6 +268,8 @@ Config Config::FromEnv(const EnvLookup& env) {
           [&](OnViolation v) { config.on_violation = v; });
   ReadVar(env, "KVCANARY_FINGERPRINT_LAYERS", EnumParser(ParseFingerprintLayers),
           [&](FingerprintLayers v) { config.fingerprint_layers = v; });
+  ReadVar(env, "KVCANARY_VERIFY_ENTRIES", EnumParser(ParseVerifyEntries),
+          [&](VerifyEntries v) { config.verify_entries = v; });
   for (const IntSetting& setting : kIntSettings) {
     ReadVar(env, setting.var, ParseInt, [&](int64_t v) {
       CheckInRange(setting.var, v, setting.lo, setting.hi);

@@ -8,9 +8,9 @@
 //                      with more entries than the capacity is verified in row ranges.
 //   FusedVerifyPath    an offsets-only plan and FusedVerify: no overflow (the default,
 //                      Config::fused_verify); each stage is one FusedStage, the plan inside
-//                      HEAD's. No per-entry array, unless entries cost more to derive than to
-//                      read (sampled verify, a block table): then HEAD also stores them, when
-//                      they fit the install's capacity, for both stages' verifies.
+//                      HEAD's. No per-entry array, unless the install stores its entries
+//                      (Config::verify_entries): then HEAD also stores them, when they fit the
+//                      install's capacity, for both stages' verifies.
 #pragma once
 
 #include <cstdint>
@@ -79,7 +79,7 @@ class VerifyPath {
 };
 
 std::unique_ptr<VerifyPath> MakePlannedVerifyPath();
-// stores_entries: StoredEntriesPay for the install (kvcanary/fused_verify.h).
+// stores_entries: Config::verify_entries resolved for the install.
 std::unique_ptr<VerifyPath> MakeFusedVerifyPath(bool stores_entries);
 
 // A verify plan with entry arrays of `capacity` entries: the planned path's forward plan, and the

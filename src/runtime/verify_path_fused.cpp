@@ -1,6 +1,6 @@
 // An offsets-only plan and FusedVerify: each entry is derived in the kernel, so a forward's plan
-// holds only its two counts and no step can overflow it. With stored entries (sampled verify, a
-// block table: StoredEntriesPay) the plan also holds entry arrays of the install's capacity:
+// holds only its two counts and no step can overflow it. With stored entries
+// (Config::verify_entries) the plan also holds entry arrays of the install's capacity:
 // HEAD stores the step's entries there when they fit and both verifies read them, so a step
 // derives its entries once; a step with more entries derives them in each verify, as without.
 #include <algorithm>

@@ -249,19 +249,26 @@ TEST(CanaryCudaGraph, RemapBetweenReplaysQuarantinesTheRequestsHoldingTheSlot) {
 
 // Sampled verify in a graph: the phase lives on the device and the captured TAIL advances it, so
 // replays keep rotating: every remapped position is reported within K + 1 steps (a frozen phase
-// would never sample some of them), and some take longer than the next step.
+// would never sample some of them), and some take longer than the next step. The same whether
+// each verify derives its entries or HEAD stores them for both (Config::verify_entries).
 TEST(CanaryCudaGraph, SampledVerifyKeepsRotatingAcrossReplays) {
   KVC_SKIP_WITHOUT_CUDA();
-  FakeEngineOptions options = SampledOptions(4, Device::CUDA(0));
-  options.graph_capture = true;
-  options.cuda_graph_max_bs = kPaddedBs;
-  struct GraphSteps {
-    Graph graph;
-    void operator()(FakeEngine& engine) { GraphDecodeStep(engine, graph); }
-  };
-  const int64_t largest =
-      ExpectEveryPositionReportedWithinKSteps(options, [] { return GraphSteps{}; });
-  EXPECT_GT(largest, 2);
+  int64_t largest[2] = {0, 0};
+  for (VerifyEntries entries : {VerifyEntries::kDerive, VerifyEntries::kStore}) {
+    SCOPED_TRACE(VerifyEntriesName(entries));
+    FakeEngineOptions options = SampledOptions(4, Device::CUDA(0));
+    options.config.verify_entries = entries;
+    options.graph_capture = true;
+    options.cuda_graph_max_bs = kPaddedBs;
+    struct GraphSteps {
+      Graph graph;
+      void operator()(FakeEngine& engine) { GraphDecodeStep(engine, graph); }
+    };
+    largest[entries == VerifyEntries::kStore] =
+        ExpectEveryPositionReportedWithinKSteps(options, [] { return GraphSteps{}; });
+    EXPECT_GT(largest[entries == VerifyEntries::kStore], 2);
+  }
+  EXPECT_EQ(largest[1], largest[0]);
 }
 
 TEST(CanaryCudaGraph, PostForwardAfterAReplayIsAPhaseError) {

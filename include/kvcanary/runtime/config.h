@@ -45,6 +45,20 @@ enum class FingerprintLayers {
 // "layer0", "all".
 const char* FingerprintLayersName(FingerprintLayers layers);
 
+// Where a fused step's HEAD and TAIL verifies get their entries (a kvcanary addition;
+// Config::verify_entries, docs/integration.md).
+enum class VerifyEntries {
+  // Stored where storing measured faster than deriving: on the CPU backend with sampled verify or
+  // a block table (StoredEntriesPay, kvcanary/fused_verify.h); derived everywhere else.
+  kAuto,
+  kDerive,  // each verify derives every entry in the kernel; the plans hold no entry arrays
+  // HEAD stores the step's entries after its plan, when they fit the verify capacity, and both
+  // verifies read them (a step past the capacity derives them): the plans hold entry arrays.
+  kStore,
+};
+// "auto", "derive", "store".
+const char* VerifyEntriesName(VerifyEntries value);
+
 // A buffer group: FULL covers positions [0, K), SWA the last W positions.
 enum class GroupKind : int { kFull = 0, kSwa = 1 };
 
@@ -66,6 +80,8 @@ RealKvHashMode ParseRealData(std::string_view value);
 OnViolation ParseOnViolation(std::string_view value);
 // "kv-canary: fingerprint_layers must be one of layer0/all, got '<value>'".
 FingerprintLayers ParseFingerprintLayers(std::string_view value);
+// "kv-canary: verify_entries must be one of auto/derive/store, got '<value>'".
+VerifyEntries ParseVerifyEntries(std::string_view value);
 // `raw` is "full" or "swa"; else throws the target-group message quoting `raw`.
 GroupKind ParseGroupKind(std::string_view raw);
 // For a variable named `var`: nullopt when the trimmed value is empty (unset), else the value, or
@@ -109,6 +125,8 @@ struct Config {
   // (FusedVerify after an offsets-only plan), so the per-step workspace holds no per-entry plan
   // arrays and never overflows. false: SGLang's plan arrays, split into chunks on overflow.
   bool fused_verify = true;
+  // KVCANARY_VERIFY_ENTRIES (kvcanary; with fused_verify): auto, derive or store (VerifyEntries).
+  VerifyEntries verify_entries = VerifyEntries::kAuto;
   // KVCANARY_FINGERPRINT_LAYERS (kvcanary): the layers of GroupSpec::k_layers / v_layers a slot's
   // real-KV fingerprint folds (FingerprintLayers). Has no effect with real_data none.
   FingerprintLayers fingerprint_layers = FingerprintLayers::kLayer0;
