@@ -118,14 +118,13 @@ void PrintTable(std::ostream& out, const BenchResults& results) {
   for (const CaseResult& r : results.cases) {
     out << "| " << r.shape.name << " | " << RealDataName(r.real_data) << " | " << r.verify_entries
         << " | " << r.write_tokens << " | " << Time(r.plan) << " | " << Time(r.verify.time) << " | "
-        << Percent(r.verify) << " | " << Time(r.offsets_plan) << " | "
-        << Time(r.fused_verify.time) << " | " << Bandwidth(r.fused_verify) << " | "
-        << Percent(r.fused_verify) << " | " << Time(r.write.time) << " | " << Bandwidth(r.write)
-        << " | " << Percent(r.write) << " | " << Time(r.step) << " | "
-        << Format("%.1f", r.step_floor_us) << " | " << Ratio(r.step.median_us, r.step_floor_us)
-        << " | " << Time(r.planned_step) << " | " << Time(r.stored_step) << " | "
-        << (r.chain_floor.reps > 0 ? Time(r.chain_floor) : "–") << " | "
-        << (r.loaded_chain.reps > 0 ? Time(r.loaded_chain) : "–") << " | "
+        << Percent(r.verify) << " | " << Time(r.offsets_plan) << " | " << Time(r.fused_verify.time)
+        << " | " << Bandwidth(r.fused_verify) << " | " << Percent(r.fused_verify) << " | "
+        << Time(r.write.time) << " | " << Bandwidth(r.write) << " | " << Percent(r.write) << " | "
+        << Time(r.step) << " | " << Format("%.1f", r.step_floor_us) << " | "
+        << Ratio(r.step.median_us, r.step_floor_us) << " | " << Time(r.planned_step) << " | "
+        << Time(r.stored_step) << " | " << (r.chain_floor.reps > 0 ? Time(r.chain_floor) : "–")
+        << " | " << (r.loaded_chain.reps > 0 ? Time(r.loaded_chain) : "–") << " | "
         << (r.chain_floor.reps > 0 ? Ratio(r.write.time.median_us, r.chain_floor.median_us) : "–")
         << " |\n";
   }

@@ -52,7 +52,7 @@ inline PlanInputs RandomInputs(Rng& rng, int64_t num_slots) {
 // Writes each table row's chain into `state` (later rows overwrite shared slots, which leaves
 // some records inconsistent), then flips a few record bytes.
 inline void FillRecords(Rng& rng, const PlanInputs& in, const std::vector<KvSource>& sources,
-                 RealKvHashMode mode, CanaryState& state) {
+                        RealKvHashMode mode, CanaryState& state) {
   const int64_t num_slots = state.canary.shape()[0];
   const int64_t rows = in.req_to_token.shape()[0];
   const int64_t width = in.req_to_token.shape()[1];

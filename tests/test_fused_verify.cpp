@@ -12,8 +12,8 @@
 #include <string>
 #include <vector>
 
-#include "kvcanary/kvcanary.h"
 #include "fused_verify_cases.h"
+#include "kvcanary/kvcanary.h"
 #include "property_oracle.h"
 #include "testutil.h"
 #include "validation_util.h"
@@ -24,8 +24,8 @@ namespace {
 constexpr int64_t kRingCapacity = 64;
 
 // Seeded cases of FusedVerify against Plan + Verify (a paired FusedVerify against Verify of K, then
-// of V), without stored entries and with them (the plan's, read; too short, derived); `sampled`: with a verify_sample K in {1, 2, 3, 8, 16} and a phase of any sign (sampled
-// verify).
+// of V), without stored entries and with them (the plan's, read; too short, derived); `sampled`:
+// with a verify_sample K in {1, 2, 3, 8, 16} and a phase of any sign (sampled verify).
 void ExpectFusedChecksWhatPlanThenVerifyChecks(bool sampled) {
   int64_t rows_seen = 0, clean_entries_seen = 0;
   for (uint64_t seed = 1; seed <= 400; ++seed) {

@@ -39,8 +39,9 @@ class StoredEntriesTest : public ::testing::Test {
   // stored entries.
   FusedStageArgs Stage(bool head, const std::optional<VerifyPlanView>& stored) const {
     PlanArgs plan = PlanCallOver(plan_, rp_.view(), prefix_.view(), extend_.view(), table_.view());
-    plan.verify_plan_out = VerifyPlanView{TensorView(), TensorView(),           TensorView(),
-                                          TensorView(), plan_.num_valid.view(), plan_.enable.view()};
+    plan.verify_plan_out =
+        VerifyPlanView{TensorView(), TensorView(),           TensorView(),
+                       TensorView(), plan_.num_valid.view(), plan_.enable.view()};
     plan.verify_capacity = 16;
     plan.verify_offsets_scratch = scratch_.view();
     FusedVerifyArgs verify{.context = state_.Context(),

@@ -24,8 +24,8 @@
 // them, so no step overflows.
 // verify_num_valid and the scratch must be what stage 1 wrote for these inputs (a count above
 // the total would check positions past the rows' prefixes: memory-safe, but no plan holds such
-// entries). Rows are recorded in entry order on the CPU; several threads record on CUDA (compare as a
-// multiset). The canary buffer is only read. Throws kvcanary::Error on invalid arguments before
+// entries). Rows are recorded in entry order on the CPU; several threads record on CUDA (compare as
+// a multiset). The canary buffer is only read. Throws kvcanary::Error on invalid arguments before
 // anything is written. CUDA: enqueued on `stream`, no synchronisation, graph-capturable.
 #pragma once
 

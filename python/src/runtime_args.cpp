@@ -91,7 +91,9 @@ const FieldTable<Config>& ConfigFields() {
       StrField("incident_file", &Config::incident_file),
       BoolField("fused_verify", &Config::fused_verify),
       {"fingerprint_layers",
-       [](const Config& c) { return py::str(runtime::FingerprintLayersName(c.fingerprint_layers)); },
+       [](const Config& c) {
+         return py::str(runtime::FingerprintLayersName(c.fingerprint_layers));
+       },
        [](Config& c, py::handle v) {
          c.fingerprint_layers =
              runtime::ParseFingerprintLayers(StrArg(v, "fingerprint_layers"));

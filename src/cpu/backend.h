@@ -27,8 +27,8 @@ void RunHalves(const FusedVerifyHalves& halves);
 inline void RunHalves(const WriteHalves& halves) {
   for (int h = 0; h < halves.num_halves; ++h) RunHalf(halves.half[h]);
 }
-// The stage's parts in order: Plan (with has_plan), PlanEntries (with has_store), each verify half, each write half, then
-// AdvancePhase (with has_advance).
+// The stage's parts in order: Plan (with has_plan), PlanEntries (with has_store), each verify half,
+// each write half, then AdvancePhase (with has_advance).
 void RunStage(const StageParams& params);
 void Scatter(const ScatterParams& params);
 

@@ -210,8 +210,9 @@ void RunLaunches(const FusedVerifyParams& params, const Launches& launches) {
   const int64_t n = FusedEntryCount(params);
   const bool enabled = *params.enable != 0;
   if (ReadsStoredEntries(params, n)) {
-    CheckEntries(launches, params.check_token, enabled, n,
-                 [&](int64_t) { return PlannedCursor{params.stored, params.check_token}; });
+    CheckEntries(launches, params.check_token, enabled, n, [&](int64_t) {
+      return PlannedCursor{params.stored, params.check_token};
+    });
     return;
   }
   CheckEntries(launches, params.check_token, enabled, n,

@@ -1,8 +1,8 @@
 // FusedStage on CUDA: its parts as launches in a row on one stream (the offsets plan, the stored
-// entries, the paired fused verify, the paired write, the phase advance), so each part reads what the one before it
-// left. One cooperative launch with grid barriers between the parts was built and measured
-// (bench/RESULTS.md, run J): it saved 1.6 µs of a 28 µs decode-1 step and lost up to 17% on the
-// large decode shapes, so the stage stays in separate kernels.
+// entries, the paired fused verify, the paired write, the phase advance), so each part reads what
+// the one before it left. One cooperative launch with grid barriers between the parts was built and
+// measured (bench/RESULTS.md, run J): it saved 1.6 µs of a 28 µs decode-1 step and lost up to 17%
+// on the large decode shapes, so the stage stays in separate kernels.
 #include "cuda/backend.h"
 
 namespace kvcanary::cuda {

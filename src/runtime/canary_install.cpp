@@ -74,9 +74,8 @@ CanaryManager::Impl::Impl(const Config& config, const InstallArgs& args)
       args_(args),
       device_(args.device),
       stream_(args.stream),
-      verify_path_(config.fused_verify
-                       ? MakeFusedVerifyPath(StoresVerifyEntries(config, args))
-                       : MakePlannedVerifyPath()) {
+      verify_path_(config.fused_verify ? MakeFusedVerifyPath(StoresVerifyEntries(config, args))
+                                       : MakePlannedVerifyPath()) {
   log_ = args.log != nullptr ? args.log : &StderrLogSink();
   if (args.piecewise_capture) {
     ThrowError(

@@ -251,8 +251,7 @@ std::string Config::ToString() const {
       << ", fused_verify=" << BoolName(fused_verify)
       << ", verify_entries=" << VerifyEntriesName(verify_entries)
       << ", fingerprint_layers=" << FingerprintLayersName(fingerprint_layers)
-      << ", verify_sample=" << verify_sample
-      << ", on_violation=" << OnViolationName(on_violation)
+      << ", verify_sample=" << verify_sample << ", on_violation=" << OnViolationName(on_violation)
       << ", jitter_enabled=" << BoolName(jitter_enabled)
       << ", jitter_per_slot_fire_prob=" << jitter_per_slot_fire_prob
       << ", jitter_max_cycles=" << jitter_max_cycles << ", jitter_seed=" << jitter_seed << ")";

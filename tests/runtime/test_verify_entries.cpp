@@ -50,10 +50,10 @@ TEST(VerifyEntriesRuntime, StoredAndDerivedReportAtTheSameStep) {
   for (int64_t sample : {1, 4}) {
     SCOPED_TRACE("K=" + std::to_string(sample));
     const auto eager = [] { return [](FakeEngine& engine) { engine.Step(); }; };
-    const int64_t derived =
-        ExpectEveryPositionReportedWithinKSteps(EntriesOptions(VerifyEntries::kDerive, sample), eager);
-    const int64_t stored =
-        ExpectEveryPositionReportedWithinKSteps(EntriesOptions(VerifyEntries::kStore, sample), eager);
+    const int64_t derived = ExpectEveryPositionReportedWithinKSteps(
+        EntriesOptions(VerifyEntries::kDerive, sample), eager);
+    const int64_t stored = ExpectEveryPositionReportedWithinKSteps(
+        EntriesOptions(VerifyEntries::kStore, sample), eager);
     EXPECT_EQ(stored, derived);
   }
 }
