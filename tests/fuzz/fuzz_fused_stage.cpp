@@ -1,6 +1,7 @@
 // FusedStage's argument boundary: a HEAD or TAIL stage whose parts (an optional offsets-only plan,
-// the fused verify, the write, an optional phase advance) are each fuzzed as their own ops' are,
-// over one batch; whatever the parts say, the stage must validate them all or run memory-safely.
+// the fused verify with optional stored entries, the write, an optional phase advance) are each
+// fuzzed as their own ops' are, over one batch; whatever the parts say, the stage must validate
+// them all or run memory-safely.
 #include <limits>
 
 #include "kvcanary/fused_stage.h"
@@ -52,6 +53,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     args.advance_phase = kvcanary::AdvanceVerifyPhaseArgs{
         arena.Tensor(kvcanary::DType::kInt64, {1 + kvc_fuzz::ConsumeSize(in, 8)}),
         in.ConsumeBool() ? inputs.req_pool_indices : kvcanary::TensorView()};
+  }
+  // Stored entries: a HEAD stores into them when its total fits, both stages read them then.
+  if (in.ConsumeBool()) {
+    args.verify.stored_entries = kvc_fuzz::ConsumeVerifyPlan(arena, kvc_fuzz::ConsumeSize(in, 24));
   }
   kvc_fuzz::CallOp(arena, [&] { kvcanary::FusedStage(args); });
   return 0;

@@ -1,5 +1,6 @@
-// FusedVerify's argument boundary: the launch contexts, the batch inputs and stage 1's outputs,
-// all fuzzed (a count or scratch that stage 1 would not write must still be memory-safe).
+// FusedVerify's argument boundary: the launch contexts, the batch inputs, stage 1's outputs and
+// the optional stored entries, all fuzzed (a count, scratch or entry that the plan would not
+// write must still be memory-safe).
 #include <limits>
 
 #include "kvcanary/fused_verify.h"
@@ -23,6 +24,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   constexpr int64_t kRefused[] = {-1, int64_t{1} << 31, std::numeric_limits<int64_t>::max()};
   args.verify_capacity =
       in.ConsumeBool() ? kRefused[kvc_fuzz::ConsumeSize(in, 2)] : kvc_fuzz::ConsumeSize(in, 24);
+  // Stored entries of any contents, read when the count fits them (their values are then the
+  // entries: any slot must be memory-safe).
+  if (in.ConsumeBool()) {
+    args.stored_entries = kvc_fuzz::ConsumeVerifyPlan(arena, kvc_fuzz::ConsumeSize(in, 24));
+  }
   kvc_fuzz::CallOp(arena, [&] { kvcanary::FusedVerify(args); });
   return 0;
 }
