@@ -118,16 +118,19 @@ TEST_F(StoredEntriesTest, BadArraysAreRefusedBeforeAnythingRuns) {
   bad = stored.verify();
   bad.verify_prev_slot_indices = short_prevs.view();
   EXPECT_KVC_ERROR(FusedStage(Stage(true, bad)),
-                   "kv-canary: stored_entries.verify_prev_slot_indices length must be 6, got 5");
+                   "kv-canary: fused_stage verify: stored_entries.verify_prev_slot_indices length must "
+                   "be 6, got 5");
   bad = stored.verify();
   bad.verify_expected_tokens = TensorView();
   EXPECT_KVC_ERROR(FusedStage(Stage(false, bad)),
-                   "kv-canary: stored_entries.verify_expected_tokens is required, got None");
+                   "kv-canary: fused_stage verify: stored_entries.verify_expected_tokens is required, "
+                   "got None");
   // HEAD writes them (named as PlanEntries names its outputs): read-only arrays are refused there.
   bad = stored.verify();
   bad.verify_expected_positions = stored.positions.read_only_view();
   EXPECT_KVC_ERROR(FusedStage(Stage(true, bad)),
-                   "kv-canary: out_verify_expected_positions must be writable");
+                   "kv-canary: fused_stage verify.stored_entries, stored after the plan: "
+                   "out_verify_expected_positions must be writable");
   EXPECT_TRUE(snapshot.Unchanged());
   // A TAIL only reads them.
   FusedStage(Stage(false, bad));

@@ -10,6 +10,7 @@
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 
 namespace kvcanary {
 
@@ -39,6 +40,23 @@ template <typename... Parts>
   std::ostringstream message;
   (message << ... << parts);
   throw Error(message.str(), Error::Category::kType);
+}
+
+// Runs `check`; an Error it throws is rethrown with `context` and ": " after the "kv-canary: "
+// prefix, in the same category: a call of several parts (a fused stage) names the part whose
+// argument was wrong, where each part's own message names the argument only.
+template <typename Check>
+void CheckInContext(std::string_view context, Check&& check) {
+  try {
+    check();
+  } catch (const Error& error) {
+    constexpr std::string_view kPrefix = "kv-canary: ";
+    std::string_view message = error.what();
+    if (message.substr(0, kPrefix.size()) == kPrefix) message.remove_prefix(kPrefix.size());
+    std::string contextual;
+    contextual.append(kPrefix).append(context).append(": ").append(message);
+    throw Error(contextual, error.category());
+  }
 }
 
 }  // namespace kvcanary

@@ -49,6 +49,7 @@ from kvcanary.consts import (
     to_signed_int64,
 )
 from kvcanary.plan import (
+    launch_advance_verify_phase_kernel,
     launch_canary_plan_kernels,
     launch_plan_entries_kernel,
     launch_plan_offsets_kernel,
@@ -67,6 +68,7 @@ from kvcanary.verify import (
 )
 from kvcanary.write import WritePlan, launch_canary_write_kernel
 from kvcanary.fused_verify import launch_canary_fused_verify_kernel
+from kvcanary.fused_stage import launch_canary_fused_stage
 
 # Raised for type problems (a non-tensor, a missing field, an int given as a str, float or bool, a
 # flag that is not a bool) and the scatter op's dtype errors: both a ValueError and a TypeError.
@@ -114,7 +116,9 @@ __all__ = [
     "WritePlan",
     "compute_slot_hash",
     "format_violation",
+    "launch_advance_verify_phase_kernel",
     "launch_canary_plan_kernels",
+    "launch_canary_fused_stage",
     "launch_canary_fused_verify_kernel",
     "launch_canary_verify_kernel",
     "launch_canary_write_kernel",

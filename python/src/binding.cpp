@@ -98,10 +98,12 @@ PYBIND11_MODULE(_kvcanary, m) {
   m.def("plan", &Plan_Launch);
   m.def("plan_offsets", &PlanOffsets_Launch);
   m.def("plan_entries", &PlanEntries_Launch);
+  m.def("advance_verify_phase", &AdvanceVerifyPhase_Launch);
   m.def("swa_translate", &SwaTranslate_Launch);
   m.def("verify", &Verify_Launch);
   m.def("fused_verify", &FusedVerify_Launch);
   m.def("write", &Write_Launch);
+  m.def("fused_stage", &FusedStage_Launch);
   m.def("scatter_req_token_ids", &Scatter_Launch);
   m.def("spin_wait", &SpinWait_Launch);
 

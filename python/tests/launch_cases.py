@@ -14,7 +14,7 @@ import kvcanary
 
 # Roles: "in" a required tensor, "opt" an optional tensor (None valid), "out" a tensor the call
 # writes, "int" a required int, "opt_int" an optional int, "flag" a bool, "ctx" a context
-# (paired_context: "opt_ctx"), "plan_v" / "plan_w" a plan object.
+# (paired_context: "opt_ctx"), "plan_v" / "plan_w" a plan object ("opt_plan_v": None valid).
 TABLE = np.zeros((4, 8), np.int32)
 TABLE[1, :6] = [1, 2, 3, 4, 5, 6]
 TABLE[2, :4] = [7, 8, 9, 10]
@@ -59,7 +59,9 @@ def _planned(xp):
 _PLAN_INPUT_ROLES = dict(req_pool_indices="in", prefix_lens="in", req_to_token="in",
                          full_to_swa_index_mapping="opt", req_to_verify_expected_tokens="opt",
                          req_to_verify_expected_tokens_valid_lens="opt",
-                         kv_token_id_vs_position_offset="int", swa_window_size="int")
+                         kv_token_id_vs_position_offset="int", swa_window_size="int",
+                         block_table="opt", block_size="int", verify_sample="int",
+                         verify_phase="opt")
 
 
 def plan_case(xp):
@@ -78,10 +80,12 @@ def offsets_case(xp):
     outputs = _offsets_outputs(xp)
     kwargs = dict(**_batch(xp), extend_seq_lens=xp.array([1, 1]), verify_capacity=8,
                   swa_window_size=0, req_to_token_stride0=None, lut_len=None, **outputs)
-    roles = dict(req_pool_indices="in", prefix_lens="in", req_to_token="in",
-                 extend_seq_lens="in", full_to_swa_index_mapping="opt", verify_capacity="int",
-                 swa_window_size="int", req_to_token_stride0="opt_int", lut_len="opt_int",
+    roles = dict(_PLAN_INPUT_ROLES, extend_seq_lens="in", verify_capacity="int",
+                 req_to_token_stride0="opt_int", lut_len="opt_int",
                  **{name: "out" for name in outputs})
+    for unread in ("req_to_verify_expected_tokens", "req_to_verify_expected_tokens_valid_lens",
+                   "kv_token_id_vs_position_offset"):
+        del roles[unread]  # not parameters of the offsets stage
     return Case(kvcanary.launch_plan_offsets_kernel, kwargs, roles)
 
 
@@ -100,6 +104,7 @@ def entries_case(xp):
 
 def fused_case(xp):
     offsets = _run_offsets(xp)
+    stored, _ = _planned(xp)
     state = State(xp, 12)
     kwargs = dict(context=state.context(), **_batch(xp),
                   verify_offsets_scratch=offsets["out_verify_offsets_scratch"],
@@ -107,11 +112,11 @@ def fused_case(xp):
                   verify_enable=offsets["out_verify_enable"], verify_capacity=8,
                   swa_window_size=0, kv_token_id_vs_position_offset=0,
                   check_verify_expected_token=False, paired_context=None,
-                  req_to_token_stride0=None)
+                  req_to_token_stride0=None, stored_entries=stored)
     roles = dict(_PLAN_INPUT_ROLES, context="ctx", verify_offsets_scratch="in",
                  verify_num_valid="in", verify_enable="in", verify_capacity="int",
                  check_verify_expected_token="flag", paired_context="opt_ctx",
-                 req_to_token_stride0="opt_int")
+                 req_to_token_stride0="opt_int", stored_entries="opt_plan_v")
     return Case(kvcanary.launch_canary_fused_verify_kernel, kwargs, roles)
 
 
@@ -137,6 +142,12 @@ def write_case(xp):
     return Case(kvcanary.launch_canary_write_kernel, kwargs, roles)
 
 
+def advance_case(xp):
+    kwargs = dict(verify_phase=xp.array([0, 5, -3, 7]), req_pool_indices=xp.array([1, 0, 3]))
+    roles = dict(verify_phase="out", req_pool_indices="opt")
+    return Case(kvcanary.launch_advance_verify_phase_kernel, kwargs, roles)
+
+
 def scatter_case(xp):
     kwargs = dict(flat_in=xp.array([1, 2, 3, 4, 5]), offsets=xp.array([0, 3, 5]),
                   req_pool_indices=xp.array([1, 3]), pool_out=xp.zeros((4, 6), "int32"))
@@ -152,7 +163,7 @@ def swa_case(xp):
 
 
 CASES = [plan_case, offsets_case, entries_case, fused_case, verify_case, write_case,
-         scatter_case, swa_case]
+         advance_case, scatter_case, swa_case]
 
 # The tensors a context and a plan carry (mutated like the launcher's own tensor arguments).
 CONTEXT_TENSORS = ("canary_buf", "violation_ring", "violation_write_index", "slot_run_counter",

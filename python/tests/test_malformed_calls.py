@@ -110,10 +110,11 @@ def _scalar_mutation(role, rng):
 def _object_mutation(xp, case, name, role, rng):
     """A context or plan argument: replace the object, or one of its fields."""
     value = case.kwargs.get(name)
+    optional = role.startswith("opt_")
     if value is None or rng.random() < 0.25:
-        if role == "opt_ctx" and rng.random() < 0.3:
+        if optional and rng.random() < 0.3:
             return None, "valid"
-        return rng.choice([object(), 3, "context"] + ([None] if role != "opt_ctx" else [])), \
+        return rng.choice([object(), 3, "context"] + ([None] if not optional else [])), \
             "invalid"
     fields = [f.name for f in dataclasses.fields(value)]
     field = rng.choice(fields)
@@ -135,6 +136,8 @@ def _object_mutation(xp, case, name, role, rng):
                                      arrays_of(case.kwargs), rng)
         if field == "enable_chain_position_assert" and not writes:
             kind = "either"  # only the write op reads it
+        if name == "stored_entries" and field in ("verify_num_valid", "enable"):
+            kind = "either"  # the fused verify reads only the stored entry arrays
     return dataclasses.replace(value, **{field: new}), kind
 
 
@@ -147,7 +150,7 @@ def _mutate(xp, case, rng):
         return name, {name: rng.choice(BAD_STREAMS)}, "invalid"
     if role in ("int", "opt_int", "flag"):
         value, kind = _scalar_mutation(role, rng)
-    elif role in ("ctx", "opt_ctx", "plan_v", "plan_w"):
+    elif role in ("ctx", "opt_ctx", "plan_v", "opt_plan_v", "plan_w"):
         value, kind = _object_mutation(xp, case, name, role, rng)
     else:
         value, kind = _tensor_mutation(xp, role, case.kwargs.get(name), arrays_of(case.kwargs), rng)

@@ -36,12 +36,19 @@ void Validate(const FusedStageArgs& a) {
           "kv-canary: fused_stage plan must be offsets-only (no verify entry arrays: the stage's "
           "verify derives its entries), got verify_plan_out with entry arrays");
     }
-    ValidatePlan(*a.plan);
+    CheckInContext("fused_stage plan", [&] { ValidatePlan(*a.plan); });
   }
-  ValidateWithPair(a.verify, ValidateFusedVerify);
-  if (StoresEntries(a)) ValidatePlanEntries(StoreOf(a));
-  ValidateWithPair(a.write, ValidateWrite);
-  if (a.advance_phase.has_value()) ValidateAdvanceVerifyPhase(*a.advance_phase);
+  // Each part's messages name its own arguments; the context names the part.
+  CheckInContext("fused_stage verify", [&] { ValidateWithPair(a.verify, ValidateFusedVerify); });
+  if (StoresEntries(a)) {
+    CheckInContext("fused_stage verify.stored_entries, stored after the plan",
+                   [&] { ValidatePlanEntries(StoreOf(a)); });
+  }
+  CheckInContext("fused_stage write", [&] { ValidateWithPair(a.write, ValidateWrite); });
+  if (a.advance_phase.has_value()) {
+    CheckInContext("fused_stage advance_phase",
+                   [&] { ValidateAdvanceVerifyPhase(*a.advance_phase); });
+  }
   // The parts run on one backend and stream, chosen by the verify's canary_buf: one device.
   const TensorView absent;
   check::SameDevice(a.verify.context.canary_buf, "verify.context.canary_buf",

@@ -6,6 +6,7 @@ from typing import Any, Optional
 
 from kvcanary import _kvcanary as _C
 from kvcanary._launch import define_launcher
+from kvcanary.plan._inputs import PAGE_TABLE_AND_SAMPLE_DOC, PAGE_TABLE_AND_SAMPLE_PARAMETERS
 from kvcanary.verify import VerifyPlan
 from kvcanary.write import WritePlan
 
@@ -14,12 +15,13 @@ __all__ = ["launch_canary_plan_kernels"]
 
 launch_canary_plan_kernels = define_launcher(
     _C.plan, "launch_canary_plan_kernels", __name__,
-    stream_from="verify_plan_out.verify_slot_indices", parameters="""
+    stream_from="verify_plan_out.verify_num_valid", parameters="""
     verify_plan_out:VerifyPlan write_plan_out:WritePlan req_pool_indices prefix_lens
-    extend_seq_lens req_to_token swa_window_size=0 full_to_swa_index_mapping=None
+    extend_seq_lens req_to_token=None swa_window_size=0 full_to_swa_index_mapping=None
     verify_capacity:int req_to_verify_expected_tokens=None
     req_to_verify_expected_tokens_valid_lens=None kv_token_id_vs_position_offset=0
-    verify_offsets_scratch=None req_to_token_stride0:int=None""",
+    verify_offsets_scratch=None req_to_token_stride0:int=None"""
+    + PAGE_TABLE_AND_SAMPLE_PARAMETERS,
     doc="""\
     Fills ``verify_plan_out`` and ``write_plan_out`` from a forward's batch.
 
@@ -48,5 +50,5 @@ launch_canary_plan_kernels = define_launcher(
     must equal ``req_to_token.stride(0)``. CUDA: enqueued on ``stream`` (default: torch's current
     stream for torch tensors), no host reads, graph-capturable. Invalid arguments raise
     ``ValueError`` before anything is written.
-    """,
+    """ + PAGE_TABLE_AND_SAMPLE_DOC,
 )

@@ -6,6 +6,7 @@ from typing import Any, Final, Optional
 
 from kvcanary import _kvcanary as _C
 from kvcanary._launch import define_launcher
+from kvcanary.plan._inputs import PAGE_TABLE_AND_SAMPLE_DOC, PAGE_TABLE_AND_SAMPLE_PARAMETERS
 
 __all__ = ["launch_plan_offsets_kernel"]
 
@@ -16,10 +17,10 @@ _PLAN_BS_BLOCK_SIZE: Final[int] = _C.PLAN_BS_BLOCK_SIZE
 launch_plan_offsets_kernel = define_launcher(
     _C.plan_offsets, "launch_plan_offsets_kernel", __name__,
     stream_from="out_verify_offsets_scratch", parameters="""
-    req_pool_indices prefix_lens extend_seq_lens req_to_token full_to_swa_index_mapping=None
+    req_pool_indices prefix_lens extend_seq_lens req_to_token=None full_to_swa_index_mapping=None
     out_verify_offsets_scratch out_write_offsets out_write_seed_slot_indices out_verify_num_valid
     out_verify_enable out_write_num_valid_reqs swa_window_size=0 verify_capacity:int
-    req_to_token_stride0:int=None lut_len:int=None""",
+    req_to_token_stride0:int=None lut_len:int=None""" + PAGE_TABLE_AND_SAMPLE_PARAMETERS,
     doc="""\
     Per-row verify offsets, verify count and enable flag, write offsets and seeds.
 
@@ -35,5 +36,5 @@ launch_plan_offsets_kernel = define_launcher(
     ``lut_len`` (kvcanary only) pass SGLang's raw-ABI scalars explicitly; by default they are
     ``req_to_token.stride(0)`` and the LUT's length (0 without a LUT). CUDA: enqueued on
     ``stream``, graph-capturable. Invalid arguments raise ``ValueError`` before any write.
-    """,
+    """ + PAGE_TABLE_AND_SAMPLE_DOC,
 )
