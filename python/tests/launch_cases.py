@@ -14,7 +14,8 @@ import kvcanary
 
 # Roles: "in" a required tensor, "opt" an optional tensor (None valid), "out" a tensor the call
 # writes, "int" a required int, "opt_int" an optional int, "flag" a bool, "ctx" a context
-# (paired_context: "opt_ctx"), "plan_v" / "plan_w" a plan object ("opt_plan_v": None valid).
+# (paired_context: "opt_ctx"), "plan_v" / "plan_w" a plan object ("opt_plan_v": None valid;
+# "opt_plan_v_written": also, its arrays are written).
 TABLE = np.zeros((4, 8), np.int32)
 TABLE[1, :6] = [1, 2, 3, 4, 5, 6]
 TABLE[2, :4] = [7, 8, 9, 10]
@@ -160,6 +161,23 @@ def swa_case(xp):
         np.arange(16) * 2), out_slot_indices=xp.zeros(4))
     roles = dict(slot_indices="in", full_to_swa_index_mapping="in", out_slot_indices="out")
     return Case(kvcanary.launch_swa_translate_kernel, kwargs, roles)
+
+
+def stage_case(xp):
+    """A HEAD fused stage whose parts are the cases above (the plan offsets-only). A part's role
+    is ("part", its roles): the harness mutates one argument of one part."""
+    plan = plan_case(xp)
+    plan.kwargs.update(verify_plan_out=kvcanary.VerifyPlan(
+        None, None, None, None, xp.zeros(1, "int32"), xp.zeros(1, "int32")),
+        verify_offsets_scratch=xp.zeros(3))
+    plan.roles["verify_offsets_scratch"] = "out"  # required by an offsets-only plan
+    verify = fused_case(xp)
+    verify.roles["stored_entries"] = "opt_plan_v_written"  # HEAD stores its entries there
+    parts = dict(plan=plan, verify=verify, write=write_case(xp), advance_phase=advance_case(xp))
+    for part in parts.values():
+        part.kwargs.pop("stream", None)
+    return Case(kvcanary.launch_canary_fused_stage, {n: c.kwargs for n, c in parts.items()},
+                {n: ("part", c.roles) for n, c in parts.items()})
 
 
 CASES = [plan_case, offsets_case, entries_case, fused_case, verify_case, write_case,

@@ -114,8 +114,8 @@ def run(engine):
     # A record of each request corrupted: sampled or not, a later forward's verify reads it.
     engine.state.set_field(int(engine.slots[1, 20]), kvcanary.CANARY_FIELD_POSITION, 99)
     engine.state.set_field(int(engine.slots[2, 3]), kvcanary.CANARY_FIELD_PREV_HASH, 5)
-    for _ in range(5):
-        engine.forward([2, 0, 1], [1, 1, 1])
+    for _ in range(5):  # padding rows come last: their tokens follow every live row's
+        engine.forward([2, 1, 0], [1, 1, 1])
     return engine
 
 
@@ -126,8 +126,9 @@ def test_a_stage_does_what_its_parts_do(xp, paged, sample, store):
     separate = run(StageEngine(xp, paged, sample, store, stage=False))
     staged = run(StageEngine(xp, paged, sample, store, stage=True))
     rows = sorted(separate.state.rows())  # CUDA records from several threads: compare as sets
-    assert {row[kvcanary.VIOLATION_FIELD_SLOT_IDX] for row in rows} >= {
-        int(separate.slots[1, 20]), int(separate.slots[2, 3])}
+    # Each corrupted record and the successor whose chain hashes it: nothing else.
+    assert {row[kvcanary.VIOLATION_FIELD_SLOT_IDX] for row in rows} == {
+        int(separate.slots[rp, p]) for rp, p in ((1, 20), (1, 21), (2, 3), (2, 4))}
     assert sorted(staged.state.rows()) == rows
     assert staged.state.counters() == separate.state.counters()
     for slot in range(160):
@@ -203,7 +204,7 @@ def _read_only_positions(plan):
 def test_a_captured_stage_replays_like_eager_stages():
     import torch
 
-    decodes = [[2, 0, 1]] * 4
+    decodes = [[2, 1, 0]] * 4
     reference = StageEngine(Backend("numpy"), paged=True, sample=3, store=True, stage=True)
     reference.forward([1, 2], [37, 21])
     for rows in decodes:

@@ -18,7 +18,9 @@ from typing import Any
 import numpy as np
 import pytest
 from conftest import HAVE_TORCH, Backend, FakeTensor
-from launch_cases import CASES, CONTEXT_TENSORS, arrays_of
+from launch_cases import CASES, CONTEXT_TENSORS, Case, arrays_of, stage_case
+
+MALFORMED_CASES = CASES + [stage_case]
 
 CALLS = int(os.environ.get("KVC_MALFORMED_CALLS", "1000"))
 SEED = int(os.environ.get("KVC_MALFORMED_SEED", "20261204"))
@@ -131,7 +133,8 @@ def _object_mutation(xp, case, name, role, rng):
         tensor_role = {"canary_buf": "out" if writes else "in",
                        "enable_chain_position_assert": "in" if writes else "opt"}.get(field, "out")
         if field not in CONTEXT_TENSORS:
-            tensor_role = "out" if name.endswith("_out") else "in"
+            written = name.endswith("_out") or role == "opt_plan_v_written"
+            tensor_role = "out" if written else "in"
         new, kind = _tensor_mutation(xp, tensor_role, getattr(value, field),
                                      arrays_of(case.kwargs), rng)
         if field == "enable_chain_position_assert" and not writes:
@@ -141,16 +144,20 @@ def _object_mutation(xp, case, name, role, rng):
     return dataclasses.replace(value, **{field: new}), kind
 
 
-def _mutate(xp, case, rng):
-    name = rng.choice(list(case.roles) + ["stream"])
+def _mutate(xp, case, rng, with_stream=True):
+    name = rng.choice(list(case.roles) + (["stream"] if with_stream else []))
     role = case.roles.get(name, "stream")
+    if isinstance(role, tuple):  # a fused stage's part: one of its arguments, as for its launcher
+        part = Case(None, case.kwargs[name], role[1])
+        inner, overrides, kind = _mutate(xp, part, rng, with_stream=False)
+        return f"{name}.{inner}", {name: {**part.kwargs, **overrides}}, kind
     if role == "stream":
         if rng.random() < 0.3:
             return name, {name: rng.choice([0, 12345, 2**40])}, "valid"
         return name, {name: rng.choice(BAD_STREAMS)}, "invalid"
     if role in ("int", "opt_int", "flag"):
         value, kind = _scalar_mutation(role, rng)
-    elif role in ("ctx", "opt_ctx", "plan_v", "opt_plan_v", "plan_w"):
+    elif role in ("ctx", "opt_ctx", "plan_v", "opt_plan_v", "opt_plan_v_written", "plan_w"):
         value, kind = _object_mutation(xp, case, name, role, rng)
     else:
         value, kind = _tensor_mutation(xp, role, case.kwargs.get(name), arrays_of(case.kwargs), rng)
@@ -179,7 +186,7 @@ def run_harness(calls: int, seed: int) -> collections.Counter:
     backends = ["numpy"] + (["torch"] if HAVE_TORCH else [])
     for index in range(calls):
         xp = Backend(rng.choice(backends))
-        case = rng.choice(CASES)(xp)
+        case = rng.choice(MALFORMED_CASES)(xp)
         if index % 10 == 0:  # the unmutated call must go through
             try:
                 case.call()
@@ -222,6 +229,6 @@ def test_malformed_calls_are_rejected_cleanly():
     assert counts["rejected"] > CALLS // 2 and counts["valid calls accepted"] >= CALLS // 10
 
 
-@pytest.mark.parametrize("make_case", CASES, ids=lambda make: make.__name__)
+@pytest.mark.parametrize("make_case", MALFORMED_CASES, ids=lambda make: make.__name__)
 def test_every_launcher_case_is_valid(make_case):
     make_case(Backend("numpy")).call()

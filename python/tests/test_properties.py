@@ -58,7 +58,8 @@ def test_any_tensor_argument_runs_or_is_rejected_cleanly(make_case, backend, dat
     xp = Backend(backend)
     case = make_case(xp)
     tensors = [(n, None) for n, role in case.roles.items() if role in ("in", "opt", "out")]
-    tensors += [(n, f.name) for n, role in case.roles.items() if role in ("ctx", "plan_v", "plan_w")
+    tensors += [(n, f.name) for n, role in case.roles.items()
+                if role in ("ctx", "plan_v", "opt_plan_v", "plan_w")
                 for f in dataclasses.fields(case.kwargs[n]) if hasattr(getattr(case.kwargs[n],
                                                                                f.name), "shape")]
     name, field = data.draw(st.sampled_from(tensors))
