@@ -194,21 +194,24 @@ TEST_F(FusedStageTest, ABadPartRaisesBeforeAnyPartRuns) {
   FusedStageArgs bad_write = StageCall(true);
   const HostTensor<int64_t> short_ids = HostTensor<int64_t>::Of({7, 8, 9});
   bad_write.write.input_ids = short_ids.view();
-  EXPECT_KVC_ERROR(FusedStage(bad_write), "kv-canary: fused_stage write: positions length must be 3, got 4");
+  EXPECT_KVC_ERROR(FusedStage(bad_write),
+                   "kv-canary: fused_stage write: positions length must be 3, got 4");
   EXPECT_TRUE(snapshot.Unchanged());
 
   FusedStageArgs bad_verify = StageCall(true);
   bad_verify.verify.verify_capacity = -1;
   EXPECT_KVC_ERROR(FusedStage(bad_verify),
-                   "kv-canary: fused_stage verify: fused_verify verify_capacity must be in [0, 2147483647], got -1");
+                   "kv-canary: fused_stage verify: fused_verify verify_capacity must be in [0, "
+                   "2147483647], got -1");
   EXPECT_TRUE(snapshot.Unchanged());
 
   FusedStageArgs bad_advance = StageCall(true);
   const HostTensor<int32_t> phase32({3}, 0);
   bad_advance.advance_phase = AdvanceVerifyPhaseArgs{phase32.view(), rp.view()};
-  EXPECT_KVC_ERROR(FusedStage(bad_advance),
-                   "kv-canary: fused_stage advance_phase: verify_phase must have dtype torch.int64, "
-                   "got torch.int32");
+  EXPECT_KVC_ERROR(
+      FusedStage(bad_advance),
+      "kv-canary: fused_stage advance_phase: verify_phase must have dtype torch.int64, "
+      "got torch.int32");
   EXPECT_TRUE(snapshot.Unchanged());
 
   FusedStageArgs bad_plan = StageCall(true);

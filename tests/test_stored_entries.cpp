@@ -117,14 +117,16 @@ TEST_F(StoredEntriesTest, BadArraysAreRefusedBeforeAnythingRuns) {
                    "got torch.int32");
   bad = stored.verify();
   bad.verify_prev_slot_indices = short_prevs.view();
-  EXPECT_KVC_ERROR(FusedStage(Stage(true, bad)),
-                   "kv-canary: fused_stage verify: stored_entries.verify_prev_slot_indices length must "
-                   "be 6, got 5");
+  EXPECT_KVC_ERROR(
+      FusedStage(Stage(true, bad)),
+      "kv-canary: fused_stage verify: stored_entries.verify_prev_slot_indices length must "
+      "be 6, got 5");
   bad = stored.verify();
   bad.verify_expected_tokens = TensorView();
-  EXPECT_KVC_ERROR(FusedStage(Stage(false, bad)),
-                   "kv-canary: fused_stage verify: stored_entries.verify_expected_tokens is required, "
-                   "got None");
+  EXPECT_KVC_ERROR(
+      FusedStage(Stage(false, bad)),
+      "kv-canary: fused_stage verify: stored_entries.verify_expected_tokens is required, "
+      "got None");
   // HEAD writes them (named as PlanEntries names its outputs): read-only arrays are refused there.
   bad = stored.verify();
   bad.verify_expected_positions = stored.positions.read_only_view();

@@ -56,10 +56,10 @@ void PlanInputs_Import(const Keywords& kw, ImportScope& scope, PlanInputs& input
       {"verify_phase", &PlanInputs::verify_phase}};
   ImportTensors(kw, scope, inputs, kTensors);
   inputs.swa_window_size = kw.Int("swa_window_size");
-  for (const auto& [name, member] : {std::pair{"kv_token_id_vs_position_offset",
-                                                &PlanInputs::kv_token_id_vs_position_offset},
-                                      std::pair{"block_size", &PlanInputs::block_size},
-                                      std::pair{"verify_sample", &PlanInputs::verify_sample}}) {
+  for (const auto& [name, member] :
+       {std::pair{"kv_token_id_vs_position_offset", &PlanInputs::kv_token_id_vs_position_offset},
+        std::pair{"block_size", &PlanInputs::block_size},
+        std::pair{"verify_sample", &PlanInputs::verify_sample}}) {
     if (kw.has(name)) inputs.*member = kw.Int(name);
   }
   inputs.req_to_token_stride0 =
@@ -141,9 +141,8 @@ Args StagePart_Import(const Keywords& kw, const char* part, ImportScope& scope,
                    TypeName(value));
   }
   Args args;
-  CheckInContext(std::string("fused_stage ") + part, [&] {
-    args = import(Keywords(py::reinterpret_borrow<py::dict>(value)), scope);
-  });
+  CheckInContext(std::string("fused_stage ") + part,
+                 [&] { args = import(Keywords(py::reinterpret_borrow<py::dict>(value)), scope); });
   return args;
 }
 
@@ -238,8 +237,7 @@ void FusedStage_Launch(const py::kwargs& kwargs) {
   args.verify = StagePart_Import(kw, "verify", scope, FusedVerify_Import);
   args.write = StagePart_Import(kw, "write", scope, Write_Import);
   if (!kw["advance_phase"].is_none()) {
-    args.advance_phase =
-        StagePart_Import(kw, "advance_phase", scope, AdvanceVerifyPhase_Import);
+    args.advance_phase = StagePart_Import(kw, "advance_phase", scope, AdvanceVerifyPhase_Import);
   }
   Run(&FusedStage, args, kw);
 }

@@ -1,8 +1,9 @@
 // The launchers of the binding (plan, plan_offsets, plan_entries, advance_verify_phase,
-// swa_translate, verify, fused_verify, write, fused_stage, scatter_req_token_ids, spin_wait). Each takes the keyword arguments the
-// Python launcher of the same name forwards (python/kvcanary/), imports them into the op's
-// argument struct by name, releases the GIL for the op and returns when it returns (CPU: the work is done;
-// CUDA: it is enqueued on `stream`). A keyword not passed reads as None.
+// swa_translate, verify, fused_verify, write, fused_stage, scatter_req_token_ids, spin_wait). Each
+// takes the keyword arguments the Python launcher of the same name forwards (python/kvcanary/),
+// imports them into the op's argument struct by name, releases the GIL for the op and returns when
+// it returns (CPU: the work is done; CUDA: it is enqueued on `stream`). A keyword not passed reads
+// as None.
 #pragma once
 
 #include <pybind11/pybind11.h>
