@@ -89,14 +89,15 @@ for other in [n for n in names if n != "new"]:
     old = medians(other)
     print(f"\nnew against {other}: µs, the median of the rounds' medians")
     print("| case | real KV | fused verify | new | ratio | step | new | ratio | new / planned | "
-          "new stored / planned |")
-    print("|---|---|--:|--:|--:|--:|--:|--:|--:|--:|")
+          f"{other} stored / planned | new stored / planned |")
+    print("|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|")
+    stored = lambda r: f"{r['stored_step'] / r['planned_step']:.3f}" if "stored_step" in r else "-"
     for key in [k for k in old if k in new]:
         a, b = old[key], new[key]
-        stored = f"{b['stored_step'] / b['planned_step']:.3f}" if "stored_step" in b else "-"
         print(f"| {key[0]} | {key[1]} | {a['fused_verify']:.2f} | {b['fused_verify']:.2f} | "
               f"{b['fused_verify'] / a['fused_verify']:.3f} | {a['step']:.1f} | {b['step']:.1f} | "
-              f"{b['step'] / a['step']:.3f} | {b['step'] / b['planned_step']:.3f} | {stored} |")
+              f"{b['step'] / a['step']:.3f} | {b['step'] / b['planned_step']:.3f} | {stored(a)} | "
+              f"{stored(b)} |")
 PY
   ;;
 *)
