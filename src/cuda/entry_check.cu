@@ -9,7 +9,7 @@ namespace {
 
 cudaError_t LaunchFusedEntryCheck(const FusedVerifyHalves& halves, cudaStream_t stream) {
   return halves.half[0].stored.slot_indices != nullptr
-             ? LaunchEntryCheck<FusedVerifyParams, /*kReadsStored=*/true>(halves, stream)
+             ? LaunchEntryCheck<FusedVerifyParams, StoredEntries::kRead>(halves, stream)
              : LaunchEntryCheck<FusedVerifyParams>(halves, stream);
 }
 
@@ -21,6 +21,11 @@ int LaunchHalves(const VerifyHalves& halves, int device, StreamHandle stream) {
 
 int LaunchHalves(const FusedVerifyHalves& halves, int device, StreamHandle stream) {
   return LaunchOnDevice(device, stream, LaunchFusedEntryCheck, halves);
+}
+
+int LaunchStoringHalves(const FusedVerifyHalves& halves, int device, StreamHandle stream) {
+  return LaunchOnDevice(device, stream,
+                        LaunchEntryCheck<FusedVerifyParams, StoredEntries::kWrite>, halves);
 }
 
 }  // namespace kvcanary::cuda
