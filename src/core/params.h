@@ -101,8 +101,6 @@ struct ReqToTokenParams {
   int64_t block_size = 1;
   int32_t block_shift = 0;
   const int64_t* data64 = nullptr;
-
-  bool operator==(const ReqToTokenParams&) const = default;
 };
 
 // The full -> SWA slot table; len 0 means "no table" (identity).
@@ -110,8 +108,6 @@ struct SwaLutParams {
   // [len] int64
   const int64_t* data = nullptr;
   int64_t len = 0;
-
-  bool operator==(const SwaLutParams&) const = default;
 };
 
 // The expected-token pool; data == nullptr means "no pool" (every expected token is -1).
@@ -124,8 +120,6 @@ struct TokenPoolParams {
   // [bs] int64 valid length per batch row
   const int64_t* valid_lens = nullptr;
   int64_t position_offset = 0;
-
-  bool operator==(const TokenPoolParams&) const = default;
 };
 
 // The batch description both plan stages read.
@@ -145,8 +139,6 @@ struct PlanInputParams {
   ReqToTokenParams req_to_token;
   SwaLutParams lut;
   TokenPoolParams pool;
-
-  bool operator==(const PlanInputParams&) const = default;
 };
 
 struct VerifyPlanOutParams {
@@ -225,9 +217,6 @@ struct FusedVerifyParams {
   // launch's n entries fit them (n <= stored.capacity), entries [0, n) are read from them as
   // Verify reads a plan's instead of derived. slot_indices nullptr: always derived.
   StoredEntryParams stored;
-  // Where a fused stage's HEAD stores its entries when they fit (slot_indices nullptr: nowhere):
-  // its verify derives them once for the checks and the store (CUDA; cuda/entry_check.cuh).
-  VerifyPlanOutParams stored_out;
 };
 
 // The halves of a verify or write launch: a K launch alone, or K and V of one group in one
@@ -300,8 +289,6 @@ struct StageParams {
   bool has_plan = false;
   PlanEntriesParams store;
   bool has_store = false;
-  // The store is the one HEAD's verify makes (same inputs, offsets and counts as the plan's).
-  bool store_in_verify = false;
   FusedVerifyHalves verify;
   WriteHalves write;
   AdvancePhaseParams advance;

@@ -20,8 +20,6 @@ int AdvancePhase(const AdvancePhaseParams& params, int device, StreamHandle stre
 // halves, so that ops/ launches any of them through one template (RunPairedOp).
 int LaunchHalves(const VerifyHalves& halves, int device, StreamHandle stream);
 int LaunchHalves(const FusedVerifyHalves& halves, int device, StreamHandle stream);
-// A fused stage's HEAD verify that also stores its entries into half[0].stored_out when they fit.
-int LaunchStoringHalves(const FusedVerifyHalves& halves, int device, StreamHandle stream);
 int LaunchHalves(const WriteHalves& halves, int device, StreamHandle stream);
 // A forward's HEAD or TAIL for one group: the plan, stored entries, fused verify, write and phase
 // advance launches.

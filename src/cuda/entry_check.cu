@@ -9,7 +9,7 @@ namespace {
 
 cudaError_t LaunchFusedEntryCheck(const FusedVerifyHalves& halves, cudaStream_t stream) {
   return halves.half[0].stored.slot_indices != nullptr
-             ? LaunchEntryCheck<FusedVerifyParams, StoredEntries::kRead>(halves, stream)
+             ? LaunchEntryCheck<FusedVerifyParams, /*kReadsStored=*/true>(halves, stream)
              : LaunchEntryCheck<FusedVerifyParams>(halves, stream);
 }
 
@@ -21,11 +21,6 @@ int LaunchHalves(const VerifyHalves& halves, int device, StreamHandle stream) {
 
 int LaunchHalves(const FusedVerifyHalves& halves, int device, StreamHandle stream) {
   return LaunchOnDevice(device, stream, LaunchFusedEntryCheck, halves);
-}
-
-int LaunchStoringHalves(const FusedVerifyHalves& halves, int device, StreamHandle stream) {
-  return LaunchOnDevice(device, stream,
-                        LaunchEntryCheck<FusedVerifyParams, StoredEntries::kWrite>, halves);
 }
 
 }  // namespace kvcanary::cuda

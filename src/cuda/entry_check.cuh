@@ -81,9 +81,9 @@ __device__ void CountLaunch(const Halves<Params>& v, int64_t n, int64_t first) {
 }
 
 // The grid-stride pass over entries [0, n) of every half; entry_of(half, e) gives entry e.
-template <typename Params, typename EntryOf, typename AfterRound>
+template <typename Params, typename EntryOf>
 __device__ void CheckLaunchEntries(const Halves<Params>& v, int64_t n, int64_t first,
-                                   EntryOf entry_of, AfterRound after_round) {
+                                   EntryOf entry_of) {
   const int64_t stride = int64_t{gridDim.x} * blockDim.x;
   for (int64_t base = first; base < n; base += kEntriesPerThread * stride) {
     for (int h = 0; h < v.num_halves; ++h) {
@@ -103,38 +103,15 @@ __device__ void CheckLaunchEntries(const Halves<Params>& v, int64_t n, int64_t f
         RecordViolation(half.launch, row);
       }
     }
-    after_round(base, stride);
   }
 }
 
-// What a fused verify does with its stored entries (a separate instantiation each, so the fused
-// verify without stored entries keeps its own code):
-//   kRead   a launch whose entries fit the stored arrays reads them, else derives them. The choice
-//           is a flag uniform across the launch, taken per entry inside the one loop: two loops
-//           behind one branch need more than 64 registers between them, and the spills made
-//           reading the stored entries 10-15% slower (bench/RESULTS.md, run Q).
-//   kWrite  a fused stage's HEAD: the launch derives its entries and, when they fit the arrays,
-//           stores each as the plan-entries stage would (its expected token included), after
-//           each round of checks, so no store comes between a round's loads. It re-derives what
-//           the round just read (cache hits): holding the entries would spill. This saves the
-//           step the plan-entries launch and its own pass over the table.
-enum class StoredEntries { kNone, kRead, kWrite };
-
-// Stores entry e of batch row `row` (located by the checks' pass) into the stored arrays.
-__device__ inline void StoreDerivedEntry(const FusedVerifyParams& p, FusedLaunchState state,
-                                         int64_t e) {
-  const LocatedRow row =
-      p.in.bs == 1 ? state.only_row : LocateRow(p.scratch, p.in, state.total, e);
-  const RowPositions positions = RowPositionsOf(p.in, row.prefix_len, row.rp);
-  const int64_t position = PositionInRow(p.in, positions, WrapSub(e, row.begin));
-  const VerifyEntry entry = DeriveVerifyEntry(p.in, row.rp, position);
-  p.stored_out.slot_indices[e] = entry.slot;
-  p.stored_out.prev_slot_indices[e] = entry.prev_slot;
-  p.stored_out.expected_positions[e] = position;
-  p.stored_out.expected_tokens[e] = ExpectedToken(p.in.pool, row.r, row.rp, position);
-}
-
-template <typename Params, StoredEntries kStored = StoredEntries::kNone>
+// kReadsStored (fused verify with stored entries only): a launch whose entries fit the stored
+// arrays reads them, else derives them. The choice is a flag uniform across the launch, taken per
+// entry inside the one loop: two loops behind one branch need more than 64 registers between them,
+// and the spills made reading the stored entries 10-15% slower (bench/RESULTS.md, run Q). A
+// separate instantiation, so the fused verify without stored entries keeps its own code.
+template <typename Params, bool kReadsStored = false>
 __global__ void __launch_bounds__(kEntryCheckThreads, 4)
     EntryCheckKernel(const __grid_constant__ Halves<Params> v) {
   BeginOverlappedKernel();
@@ -142,33 +119,24 @@ __global__ void __launch_bounds__(kEntryCheckThreads, 4)
   // built from one call's arguments).
   const int64_t n = EntryCount(v.half[0]);
   [[maybe_unused]] bool stored = false;
-  if constexpr (kStored == StoredEntries::kRead) stored = ReadsStoredEntries(v.half[0], n);
+  if constexpr (kReadsStored) stored = ReadsStoredEntries(v.half[0], n);
   const auto state = LaunchStateOf(v.half[0]);
   const int64_t first = int64_t{blockIdx.x} * blockDim.x + threadIdx.x;
   CountLaunch(v, n, first);
   CheckLaunchEntries(v, n, first, [&](const Params& half, int64_t e) {
-    if constexpr (kStored == StoredEntries::kRead) {
+    if constexpr (kReadsStored) {
       if (stored) return StoredEntry(half.stored, half.check_token, e);
     }
     return EntryAt(half, state, e);
-  }, [&](int64_t base, int64_t stride) {
-    if constexpr (kStored == StoredEntries::kWrite) {
-      if (n > v.half[0].stored_out.capacity) return;
-#pragma unroll
-      for (int j = 0; j < kEntriesPerThread; ++j) {
-        const int64_t e = base + j * stride;
-        if (e < n) StoreDerivedEntry(v.half[0], state, e);
-      }
-    }
   });
 }
 
 // Enqueues the entry check of `v` on `stream`. REQUIRES: validated params; the current device is
 // the tensors' device. The grid is sized by the capacity, never by device values: small plans
 // still spread over many SMs, and a captured graph replays with any count.
-template <typename Params, StoredEntries kStored = StoredEntries::kNone>
+template <typename Params, bool kReadsStored = false>
 cudaError_t LaunchEntryCheck(const Halves<Params>& v, cudaStream_t stream) {
-  constexpr auto kernel = EntryCheckKernel<Params, kStored>;
+  constexpr auto kernel = EntryCheckKernel<Params, kReadsStored>;
   const int blocks = PersistentGrid<kernel>(kEntryCheckThreads, v.half[0].capacity);
   return LaunchOverlapped<kernel>(blocks, kEntryCheckThreads, stream, v);
 }

@@ -9,14 +9,8 @@ namespace kvcanary::cuda {
 
 int RunStage(const StageParams& params, int device, StreamHandle stream) {
   int error = params.has_plan ? Plan(params.plan, device, stream) : 0;
-  if (params.store_in_verify) {
-    FusedVerifyHalves head = params.verify;
-    head.half[0].stored_out = params.store.verify;
-    if (error == 0) error = LaunchStoringHalves(head, device, stream);
-  } else {
-    if (error == 0 && params.has_store) error = PlanEntries(params.store, device, stream);
-    if (error == 0) error = LaunchHalves(params.verify, device, stream);
-  }
+  if (error == 0 && params.has_store) error = PlanEntries(params.store, device, stream);
+  if (error == 0) error = LaunchHalves(params.verify, device, stream);
   if (error == 0) error = LaunchHalves(params.write, device, stream);
   if (error == 0 && params.has_advance) error = AdvancePhase(params.advance, device, stream);
   return error;

@@ -29,17 +29,6 @@ bool StoresEntries(const FusedStageArgs& a) {
   return a.plan.has_value() && a.verify.stored_entries.has_value();
 }
 
-// Whether HEAD's verify can make the store itself: it checks exactly the entries the store would
-// write (the plan's inputs, offsets, counts and capacity), so deriving them once serves both.
-bool VerifyCanStore(const StageParams& p) {
-  const FusedVerifyParams& verify = p.verify.half[0];
-  PlanInputParams in = verify.in;
-  in.extend_seq_lens = p.store.in.extend_seq_lens;  // the verify does not read it
-  return in == p.store.in && verify.scratch == p.store.scratch &&
-         verify.enable == p.plan.verify.enable && verify.num_valid == p.plan.verify.num_valid &&
-         verify.capacity == p.plan.verify.capacity;
-}
-
 void Validate(const FusedStageArgs& a) {
   if (a.plan.has_value()) {
     if (!IsOffsetsOnly(a.plan->verify_plan_out)) {
@@ -83,7 +72,6 @@ void FusedStage(const FusedStageArgs& args, StreamHandle stream) {
     params.store.only_when_fits = true;
   }
   params.verify = HalvesOf(args.verify, FusedVerifyParamsOf);
-  params.store_in_verify = params.has_store && VerifyCanStore(params);
   params.write = HalvesOf(args.write, WriteParamsOf);
   params.has_advance = args.advance_phase.has_value();
   if (params.has_advance) params.advance = AdvancePhaseParamsOf(*args.advance_phase);
