@@ -8,7 +8,7 @@
 
 namespace kvcanary::cli {
 
-// The exit statuses of every subcommand (docs/sim.md, docs/bench.md):
+// The exit statuses of every subcommand (docs/sim.md; `kvcanary bench --help`):
 // 0 the run passed.
 // A failed run: a sim fault undetected or a false positive, a bench output check that failed.
 inline constexpr int kExitFailure = 1;

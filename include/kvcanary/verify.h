@@ -29,7 +29,8 @@ struct VerifyArgs {
   bool check_verify_expected_token = false;
   // The other half of the same group (the V buffer of a K launch), verified against the same plan.
   // The result equals a second Verify with this context after the first; the CUDA backend checks
-  // both halves in one pass, reading the plan once. Validated like `context`.
+  // both halves in one launch (each entry read once per half, the second time from the cache).
+  // Validated like `context`.
   std::optional<LaunchContext> paired_context;
 };
 
