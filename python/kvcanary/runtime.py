@@ -103,7 +103,7 @@ def _dense_pages(tensor: Any) -> bool:
 class PrometheusCollector:
     """A prometheus_client collector of one runtime: on every scrape, the kvcanary_* metric
     families of ``canary.metrics()`` (the same snapshot as ``stats()``: per-tag counters labelled
-    ``launch_tag``, the scalar counters, the two gauges), with the runtime's own names and help
+    ``launch_tag``, the scalar counters, the gauges), with the runtime's own names and help
     texts. Registered with ``registry``: prometheus_client's default registry unless given; None
     registers nothing. It holds the runtime weakly: once the runtime is gone a scrape yields
     nothing from it. Needs ``prometheus_client``."""
