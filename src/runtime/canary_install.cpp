@@ -92,6 +92,7 @@ CanaryManager::Impl::Impl(const Config& config, const InstallArgs& args)
   if (args.num_inner_forwards < 1) {
     ThrowError("kv-canary: num_inner_forwards must be positive, got ", args.num_inner_forwards);
   }
+  if (args.capacities.has_value()) args.capacities->Validate();  // before anything is allocated
   table_ = InstallTokenTable(args);
   incident_file_ = IncidentFile(config.incident_file);  // refuses a path it cannot append to
   const int64_t rows = table_.rows;
@@ -316,7 +317,7 @@ Capacities CanaryManager::Impl::WithinWorkspaceBudget(Capacities capacities,
   if (at_floor < budget) fitting = floor + (budget - at_floor) / verify_path_->BytesPerEntry(shape);
   capacities.verify_capacity = std::min(capacities.verify_capacity, std::max(fitting, floor));
   capacities.verify_capacity =
-      std::min(capacities.verify_capacity, verify_path_->MaxVerifyCapacity(floor));
+      std::min({capacities.verify_capacity, verify_path_->MaxVerifyCapacity(floor), kMaxDeviceCount});
   return capacities;
 }
 

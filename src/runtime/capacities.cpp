@@ -14,6 +14,13 @@ void CheckPositive(const char* name, int64_t value) {
   if (value <= 0) ThrowError("kv-canary: ", name, " must be positive, got ", value);
 }
 
+// A count an op's plan can hold: [1, kMaxDeviceCount].
+void CheckCount(const char* name, int64_t value) {
+  if (value < 1 || value > kMaxDeviceCount) {
+    ThrowError("kv-canary: ", name, " must be in [1, ", kMaxDeviceCount, "], got ", value);
+  }
+}
+
 void CheckNonNegative(const char* name, int64_t value) {
   if (value < 0) ThrowError("kv-canary: ", name, " must be non-negative, got ", value);
 }
@@ -49,7 +56,16 @@ Capacities Capacities::FromArgs(int64_t req_to_token_pool_size, int64_t max_seq_
   CheckPositive("per_forward_verify_capacity", capacities.verify_capacity);
   CheckPositive("per_forward_write_req_capacity", capacities.write_req_capacity);
   CheckPositive("per_forward_write_entry_capacity", capacities.write_entry_capacity);
+  // The rows and tokens of a forward are the engine's; past an op's count they cannot be planned.
+  CheckCount("per_forward_write_req_capacity", capacities.write_req_capacity);
+  CheckCount("per_forward_write_entry_capacity", capacities.write_entry_capacity);
   return capacities;
+}
+
+void Capacities::Validate() const {
+  CheckCount("capacities.verify_capacity", verify_capacity);
+  CheckCount("capacities.write_req_capacity", write_req_capacity);
+  CheckCount("capacities.write_entry_capacity", write_entry_capacity);
 }
 
 int64_t ForwardSnapshotBytes(int num_groups) {

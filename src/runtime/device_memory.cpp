@@ -7,6 +7,8 @@
 #include <cstring>
 #include <utility>
 
+#include <sys/mman.h>
+
 #include "kvcanary/checked.h"
 #include "kvcanary/error.h"
 
@@ -18,6 +20,23 @@ namespace kvcanary::runtime {
 namespace {
 
 constexpr int64_t kAlignment = 256;
+
+// Host buffers from this size on are mapped from the kernel, whose fresh pages read as zero: no
+// memset touches them, so a large workspace costs memory only where a step uses it, and one the
+// machine cannot hold fails here with an error instead of the memset waking the OOM killer
+// inside the engine's process.
+constexpr int64_t kMappedBytes = int64_t{1} << 20;
+
+bool IsMapped(int64_t rounded) { return rounded >= kMappedBytes; }
+
+// Frees unpinned host memory of `rounded` bytes as Allocate got it.
+void FreeHost(void* data, int64_t rounded) {
+  if (IsMapped(rounded)) {
+    munmap(data, static_cast<size_t>(rounded));
+  } else {
+    std::free(data);
+  }
+}
 
 // Buffers holding memory now, across all devices: what a refused install must leave unchanged.
 std::atomic<int64_t> live_buffers{0};
@@ -84,6 +103,14 @@ void* DeviceBuffer::Allocate(int64_t rounded) {
   }
 #endif
   pinned_ = false;
+  if (IsMapped(rounded)) {
+    data = mmap(nullptr, static_cast<size_t>(rounded), PROT_READ | PROT_WRITE,
+                MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (data == MAP_FAILED) {
+      ThrowError("kv-canary: out of host memory allocating ", bytes_, " bytes");
+    }
+    return data;  // page-aligned, so kAlignment-aligned
+  }
   data = std::aligned_alloc(kAlignment, rounded);
   if (data == nullptr) ThrowError("kv-canary: out of host memory allocating ", bytes_, " bytes");
   std::memset(data, 0, rounded);
@@ -109,16 +136,18 @@ DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& other) noexcept {
 
 void DeviceBuffer::Release() {
   if (data_ == nullptr) return;
+  // The constructor checked that this rounding stays within int64.
+  const int64_t rounded = (bytes_ + kAlignment - 1) / kAlignment * kAlignment;
 #ifdef KVC_HAVE_CUDA
   if (IsCuda(device_)) {
     cudaFree(data_);
   } else if (pinned_) {
     cudaFreeHost(data_);
   } else {
-    std::free(data_);
+    FreeHost(data_, rounded);
   }
 #else
-  std::free(data_);
+  FreeHost(data_, rounded);
 #endif
   data_ = nullptr;
   live_buffers.fetch_sub(1, std::memory_order_relaxed);

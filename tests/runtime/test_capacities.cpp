@@ -70,6 +70,24 @@ TEST(Capacities, ArgumentsAreCheckedInSignatureOrder) {
             "kv-canary: pool_slot_count must be positive, got -1");
 }
 
+// A forward's rows or tokens past an op's count could not be planned: refused, where a derived
+// verify capacity past it is lowered by install instead.
+TEST(Capacities, WriteCapacitiesPastAnOpsCountAreRefused) {
+  EXPECT_EQ(ErrorMessage([] {
+              Capacities::FromArgs(100, 16, 100, 0, 0, int64_t{1} << 31, std::nullopt);
+            }),
+            "kv-canary: per_forward_write_entry_capacity must be in [1, 2147483647], got "
+            "2147483648");
+  EXPECT_EQ(ErrorMessage([] {
+              Capacities::FromArgs(100, 16, 100, int64_t{1} << 31, 0, 8192, std::nullopt);
+            }),
+            "kv-canary: per_forward_write_req_capacity must be in [1, 2147483647], got "
+            "2147483648");
+  EXPECT_EQ(Capacities::FromArgs(100, 16, int64_t{1} << 31, 0, 0, 8192, std::nullopt)
+                .verify_capacity,
+            int64_t{3} << 31);
+}
+
 TEST(Capacities, OverflowingProductThrows) {
   EXPECT_THROW(Capacities::FromArgs(int64_t{1} << 40, 16, 100, 0, int64_t{1} << 40, 8192,
                                     std::nullopt),

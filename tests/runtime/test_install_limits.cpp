@@ -5,7 +5,11 @@
 // the same before and after, and no install line is logged.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <cstdint>
+#include <fstream>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -64,6 +68,62 @@ TEST(InstallLimits, ExpectedTokenPoolBytesPastInt64AreRefusedAfterTheRing) {
               "kv-canary: expected token pool bytes (req_to_token rows x width x 4) overflows: "
               "1073741824 * 4294967296 * 4");
   }
+}
+
+// Given capacities are the counts every plan is allocated with: past an op's count (or below 1)
+// they are refused, field by field, before the install allocates anything.
+TEST(InstallLimits, GivenCapacitiesOutsideAnOpsCountAreRefused) {
+  struct Bad {
+    int64_t Capacities::*field;
+    const char* name;
+  };
+  for (const Device device : Devices()) {
+    for (const Bad bad : {Bad{&Capacities::verify_capacity, "verify_capacity"},
+                          Bad{&Capacities::write_req_capacity, "write_req_capacity"},
+                          Bad{&Capacities::write_entry_capacity, "write_entry_capacity"}}) {
+      for (const int64_t value : {int64_t{0}, int64_t{-1}, int64_t{2147483648}}) {
+        InstallCase c(device);
+        c.args.capacities = Capacities{64, 8, 64};
+        c.args.capacities.value().*bad.field = value;
+        EXPECT_EQ(c.Refusal(), std::string("kv-canary: capacities.") + bad.name +
+                                   " must be in [1, 2147483647], got " + std::to_string(value));
+      }
+    }
+  }
+}
+
+// Resident memory of this process, in bytes (Linux).
+int64_t ResidentBytes() {
+  std::ifstream statm("/proc/self/statm");
+  int64_t pages = 0;
+  int64_t resident = 0;
+  statm >> pages >> resident;
+  return resident * sysconf(_SC_PAGESIZE);
+}
+
+// A large host buffer is mapped zeroed, not allocated and then written: a workspace sized for the
+// largest forward costs memory only where steps touch it, and one the machine cannot map is an
+// error, never a memset that gets the engine's process killed for memory.
+TEST(InstallLimits, LargeHostBuffersReadZeroWithoutBeingTouched) {
+  const int64_t resident_before = ResidentBytes();
+  const int64_t live_before = LiveBufferCount();
+  {
+    const int64_t bytes = int64_t{4} << 30;
+    std::optional<DeviceBuffer> buffer;
+    try {
+      buffer.emplace(Device::CPU(), bytes);
+    } catch (const Error& error) {
+      GTEST_SKIP() << "this machine maps no 4 GiB: " << error.what();
+    }
+    EXPECT_LT(ResidentBytes() - resident_before, int64_t{64} << 20);
+    const auto* data = static_cast<const uint8_t*>(buffer->data());
+    for (const int64_t at : {int64_t{0}, bytes / 2, bytes - 1}) EXPECT_EQ(data[at], 0) << at;
+    static_cast<uint8_t*>(buffer->data())[bytes - 1] = 7;  // writable
+  }
+  EXPECT_EQ(LiveBufferCount(), live_before);
+  EXPECT_EQ(ErrorMessage([] { DeviceBuffer(Device::CPU(), int64_t{1} << 62); }),
+            "kv-canary: out of host memory allocating 4611686018427387904 bytes");
+  EXPECT_EQ(LiveBufferCount(), live_before);
 }
 
 TEST(InstallLimits, DeviceBufferSizeRoundedPastInt64IsRefused) {

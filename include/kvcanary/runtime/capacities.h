@@ -25,6 +25,12 @@ struct Capacities {
                              int64_t pool_slot_count, int64_t cuda_graph_max_bs,
                              int64_t speculative_num_draft_tokens, int64_t max_prefill_tokens,
                              std::optional<int64_t> chunked_prefill_size);
+
+  // Each capacity in [1, kMaxDeviceCount] (the largest count an op's plan holds), checked in field
+  // order before install allocates anything: "kv-canary: capacities.<field> must be in [1,
+  // 2147483647], got <v>". FromArgs's results pass it but for a verify_capacity past the limit,
+  // which install lowers (a smaller plan is verified in row ranges or derives its entries).
+  void Validate() const;
 };
 
 // Device bytes of one inner forward's workspace, as a plain sum with no alignment
