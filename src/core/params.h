@@ -182,8 +182,9 @@ struct PlanOffsetsParams {
 };
 
 // Stage 2. scratch: [>= bs + 1] int64 from stage 1; enable: [1] int32. A total above the
-// capacity breaks the offsets/entries contract (the CUDA kernel traps) unless only_when_fits:
-// then nothing is written (a fused stage storing its entries for the verifies when they fit).
+// capacity breaks the offsets/entries contract (the CPU raises; the CUDA kernel prints the message
+// and writes nothing) unless only_when_fits: then nothing is written, silently (a fused stage
+// storing its entries for the verifies when they fit).
 struct PlanEntriesParams {
   PlanInputParams in;
   const int64_t* scratch = nullptr;

@@ -67,9 +67,11 @@ __global__ void __launch_bounds__(kOffsetsThreads)
   }
 }
 
-// Stage 2. A total above the capacity with enable set breaks the offsets/entries contract: the
-// separate entries op traps as SGLang does (the fused plan never gets there: it clears enable).
-// A fused stage storing its entries (only_when_fits) writes nothing then: its verifies derive.
+// Stage 2. A total above the capacity with enable set breaks the offsets/entries contract (the
+// fused plan never gets there: it clears enable). SGLang's kernel traps, which would end the
+// engine's CUDA context; this one writes nothing and prints the CPU backend's message (the host
+// cannot see the device total to raise it). A fused stage storing its entries (only_when_fits)
+// writes nothing then either, silently: its verifies derive.
 __global__ void __launch_bounds__(kEntriesThreads)
     PlanEntriesKernel(const __grid_constant__ PlanEntriesParams p) {
   BeginOverlappedKernel();
@@ -78,14 +80,13 @@ __global__ void __launch_bounds__(kEntriesThreads)
   if (total <= 0 || *p.enable == 0 || bs <= 0) return;
   const int64_t first = int64_t{blockIdx.x} * blockDim.x + threadIdx.x;
   if (total > p.verify.capacity) {
-    if (p.only_when_fits) return;
-    if (first == 0) {
+    if (!p.only_when_fits && first == 0) {
       printf(
-          "kv-canary plan_entries: total_verify=%lld exceeds verify_capacity=%lld with "
-          "verify_enable=1 (offsets/entries contract broken)\n",
+          "kv-canary: plan_entries: total_verify=%lld exceeds verify_capacity=%lld with "
+          "verify_enable=1 (offsets/entries contract broken); nothing written\n",
           static_cast<long long>(total), static_cast<long long>(p.verify.capacity));
     }
-    __trap();
+    return;
   }
   const int64_t stride = int64_t{gridDim.x} * blockDim.x;
   for (int64_t tid = first; tid < total; tid += stride) {

@@ -64,7 +64,7 @@ void PlanEntries(const PlanEntriesArgs& args, StreamHandle stream) {
       args.verify_offsets_scratch, "verify_offsets_scratch", "plan_entries",
       [&] {
         // The offsets/entries contract, checked on the host before anything is written (the
-        // CUDA kernel traps instead).
+        // CUDA kernel, which cannot raise, prints this and writes nothing).
         const int64_t total = params.scratch[params.in.bs];
         if (params.enable[0] != 0 && total > params.verify.capacity) {
           ThrowError("kv-canary: plan_entries: total_verify=", total,

@@ -5,6 +5,7 @@
 
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "backend_pair.h"
 #include "device_buffer.h"
@@ -104,6 +105,45 @@ TEST_F(CudaValidation, BadArgumentsRaiseTheCpuMessageAndWriteNothing) {
   // Nothing reached the device: records, ring, counters and plans are as they were.
   testing::ExpectSameState(host, state_d.ToHost(), "after the failed calls");
   testing::ExpectSamePlan(plan, plan_d.ToHost(), "after the failed calls");
+}
+
+// A broken offsets/entries contract (enable set, a total past the entry arrays) is raised by the
+// CPU backend, which sees the total; the CUDA kernel cannot raise and writes nothing, where
+// SGLang's traps and ends the context. The context stays usable: the same arrays then take a
+// valid call.
+TEST_F(CudaValidation, ABrokenEntriesContractWritesNothingAndLeavesTheContextUsable) {
+  HostTensor<int32_t> table({3, 8});
+  for (size_t i = 0; i < table.values().size(); ++i) table.values()[i] = static_cast<int32_t>(i);
+  const DeviceTensor<int64_t> rp(HostTensor<int64_t>::Of({1, 2}));
+  const DeviceTensor<int64_t> prefix(HostTensor<int64_t>::Of({3, 2}));
+  const DeviceTensor<int32_t> table_d(table);
+  DeviceTensor<int64_t> scratch(HostTensor<int64_t>::Of({0, 3, 5}));  // 5 entries
+  const DeviceTensor<int32_t> enable(HostTensor<int32_t>::Of({1}));
+  const HostTensor<int64_t> poison({4}, 0x5A5A5A5A);
+  std::vector<DeviceTensor<int64_t>> out;
+  for (int i = 0; i < 4; ++i) out.emplace_back(poison);  // 4 < 5: the contract is broken
+  PlanEntriesArgs args;
+  args.inputs.req_pool_indices = rp.view();
+  args.inputs.prefix_lens = prefix.view();
+  args.inputs.req_to_token = table_d.view();
+  args.verify_offsets_scratch = scratch.view();
+  args.verify_enable = enable.view();
+  args.out_verify_slot_indices = out[0].view();
+  args.out_verify_expected_tokens = out[1].view();
+  args.out_verify_expected_positions = out[2].view();
+  args.out_verify_prev_slot_indices = out[3].view();
+
+  PlanEntries(args);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  for (const DeviceTensor<int64_t>& array : out) EXPECT_EQ(array.ToHost().values(), poison.values());
+
+  scratch.CopyFrom(HostTensor<int64_t>::Of({0, 3, 3}));  // row 1 verifies nothing: 3 entries
+  PlanEntries(args);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  const auto slots = out[0].ToHost().values();
+  EXPECT_EQ(std::vector<int64_t>(slots.begin(), slots.begin() + 3),
+            (std::vector<int64_t>{8, 9, 10}));  // req_to_token row 1, positions 0 to 2
+  EXPECT_EQ(slots[3], poison.values()[3]);
 }
 
 }  // namespace
