@@ -127,8 +127,8 @@ std::vector<Row> TableRows() {
 }
 
 // One device (the reference being verify_offsets_scratch), writability, and the data-dependent
-// contract check: the CPU backend raises before writing (CUDA prints it and writes nothing). (Backend support: the
-// UnsupportedDeviceRows.)
+// contract check: the CPU backend raises before writing (CUDA prints it and writes nothing).
+// (Backend support: the UnsupportedDeviceRows.)
 std::vector<Row> PlacementRows() {
   return {
       {"EContractTotalAboveCapacity",

@@ -316,8 +316,8 @@ Capacities CanaryManager::Impl::WithinWorkspaceBudget(Capacities capacities,
   int64_t fitting = floor;
   if (at_floor < budget) fitting = floor + (budget - at_floor) / verify_path_->BytesPerEntry(shape);
   capacities.verify_capacity = std::min(capacities.verify_capacity, std::max(fitting, floor));
-  capacities.verify_capacity =
-      std::min({capacities.verify_capacity, verify_path_->MaxVerifyCapacity(floor), kMaxDeviceCount});
+  capacities.verify_capacity = std::min(
+      {capacities.verify_capacity, verify_path_->MaxVerifyCapacity(floor), kMaxDeviceCount});
   return capacities;
 }
 

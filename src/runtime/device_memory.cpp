@@ -2,12 +2,12 @@
 // code, so this file builds with the host compiler; without KVC_HAVE_CUDA a CUDA device is an error.
 #include "kvcanary/runtime/device_memory.h"
 
+#include <sys/mman.h>
+
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <utility>
-
-#include <sys/mman.h>
 
 #include "kvcanary/checked.h"
 #include "kvcanary/error.h"

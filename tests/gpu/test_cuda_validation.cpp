@@ -135,7 +135,8 @@ TEST_F(CudaValidation, ABrokenEntriesContractWritesNothingAndLeavesTheContextUsa
 
   PlanEntries(args);
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-  for (const DeviceTensor<int64_t>& array : out) EXPECT_EQ(array.ToHost().values(), poison.values());
+  for (const DeviceTensor<int64_t>& array : out)
+    EXPECT_EQ(array.ToHost().values(), poison.values());
 
   scratch.CopyFrom(HostTensor<int64_t>::Of({0, 3, 3}));  // row 1 verifies nothing: 3 entries
   PlanEntries(args);

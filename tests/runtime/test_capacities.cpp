@@ -73,9 +73,8 @@ TEST(Capacities, ArgumentsAreCheckedInSignatureOrder) {
 // A forward's rows or tokens past an op's count could not be planned: refused, where a derived
 // verify capacity past it is lowered by install instead.
 TEST(Capacities, WriteCapacitiesPastAnOpsCountAreRefused) {
-  EXPECT_EQ(ErrorMessage([] {
-              Capacities::FromArgs(100, 16, 100, 0, 0, int64_t{1} << 31, std::nullopt);
-            }),
+  EXPECT_EQ(ErrorMessage(
+                [] { Capacities::FromArgs(100, 16, 100, 0, 0, int64_t{1} << 31, std::nullopt); }),
             "kv-canary: per_forward_write_entry_capacity must be in [1, 2147483647], got "
             "2147483648");
   EXPECT_EQ(ErrorMessage([] {
@@ -83,9 +82,9 @@ TEST(Capacities, WriteCapacitiesPastAnOpsCountAreRefused) {
             }),
             "kv-canary: per_forward_write_req_capacity must be in [1, 2147483647], got "
             "2147483648");
-  EXPECT_EQ(Capacities::FromArgs(100, 16, int64_t{1} << 31, 0, 0, 8192, std::nullopt)
-                .verify_capacity,
-            int64_t{3} << 31);
+  EXPECT_EQ(
+      Capacities::FromArgs(100, 16, int64_t{1} << 31, 0, 0, 8192, std::nullopt).verify_capacity,
+      int64_t{3} << 31);
 }
 
 TEST(Capacities, OverflowingProductThrows) {

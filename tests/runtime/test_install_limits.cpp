@@ -4,7 +4,6 @@
 // quantity named, and a refused install frees what it had allocated: the count of live buffers is
 // the same before and after, and no install line is logged.
 #include <gtest/gtest.h>
-
 #include <unistd.h>
 
 #include <cstdint>
