@@ -181,6 +181,7 @@ class CanaryManager::Impl final : public PerturbationHost {
   void ReportNewRows(int64_t write_index);
   // Appends the rows to the incident file as JSON lines (no-op when unset).
   void AppendIncidents(const std::vector<ViolationRow>& rows);
+  void NotifyListener(const ViolationRow& row);
   // Quarantine: keeps the live rows of the step just run (EndStep, before the pump).
   void RecordStepForQuarantine();
   // Quarantine: matches the shown rows to the recorded batches and logs the requests touched.
@@ -235,9 +236,8 @@ class CanaryManager::Impl final : public PerturbationHost {
   int64_t SweepInterval() const override { return config_.sweep_interval; }
   RealKvHashMode RealData() const override { return config_.real_data; }
   StreamHandle Stream() const override { return stream_; }
-  void Log(LogLevel level, const std::string& message) const override {
-    log_->Log(level, message);
-  }
+  // The engine's sink never breaks a step: a line it throws on goes to stderr instead.
+  void Log(LogLevel level, const std::string& message) const override;
   void Emit(const PerturbationEvent& event) const override {
     if (perturbation_listener_) perturbation_listener_(event);
   }

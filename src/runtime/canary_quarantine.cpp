@@ -14,15 +14,9 @@ void CanaryManager::Impl::RecordStepForQuarantine() {
     RecordedForward recorded;
     recorded.step = step_.outer;
     recorded.table = ForwardTokenTable(table_, forward.batch);
-    recorded.req_pool_indices = forward.host.req_pool_indices;
-    // The columns' common rows: a length past them would read another row's column.
-    const ForwardHostInput& host = forward.host;
-    const size_t rows = std::min({host.req_pool_indices.size(), host.prefix_lens.size(),
-                                  host.extend_seq_lens.size()});
-    recorded.req_pool_indices.resize(rows);
-    recorded.lengths.resize(rows, 0);
-    for (size_t r = 0; r < rows; ++r) {
-      recorded.lengths[r] = std::max<int64_t>(host.prefix_lens[r] + host.extend_seq_lens[r], 0);
+    for (const TableRowSpan& span : LiveRowSpans(recorded.table, forward.host)) {
+      recorded.req_pool_indices.push_back(span.row);
+      recorded.lengths.push_back(span.length);
     }
     affected_.Record(std::move(recorded));
   }

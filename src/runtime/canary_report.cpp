@@ -96,7 +96,7 @@ void CanaryManager::Impl::ReportNewRows(int64_t /*staged_write_index*/) {
     if (row.kernel_kind >= 0 && row.kernel_kind < kNumLaunchTags) {
       reporter_.violations_by_tag[row.kernel_kind] += 1;
     }
-    if (reporter_.listener) reporter_.listener(row, step_.outer);
+    NotifyListener(row);
   }
   if (config_.RaisesOnViolation()) {
     reporter_.raised = true;
@@ -105,6 +105,28 @@ void CanaryManager::Impl::ReportNewRows(int64_t /*staged_write_index*/) {
     throw ViolationError(text);
   }
   for (const std::string& message : messages) Log(LogLevel::kWarning, message);
+}
+
+void CanaryManager::Impl::Log(LogLevel level, const std::string& message) const {
+  try {
+    log_->Log(level, message);
+  } catch (const std::exception& error) {
+    StderrLogSink().Log(level, message + " (the engine's log sink threw: " + error.what() + ")");
+  } catch (...) {
+    StderrLogSink().Log(level, message + " (the engine's log sink threw)");
+  }
+}
+
+void CanaryManager::Impl::NotifyListener(const ViolationRow& row) {
+  if (!reporter_.listener) return;
+  // A listener that throws must not cost the rows after it their report (or the step its end).
+  try {
+    reporter_.listener(row, step_.outer);
+  } catch (const std::exception& error) {
+    Log(LogLevel::kError, std::string("kv-canary: the violation listener threw: ") + error.what());
+  } catch (...) {
+    Log(LogLevel::kError, "kv-canary: the violation listener threw");
+  }
 }
 
 void CanaryManager::Impl::AppendIncidents(const std::vector<ViolationRow>& rows) {

@@ -1,6 +1,7 @@
 // The four-phase step protocol: phase 1 and 4 run on the host outside any
 // graph; phases 2 and 3 only enqueue ops on the compute stream, so an engine may capture them.
 #include <algorithm>
+#include <exception>
 #include <string>
 
 #include "kvcanary/error.h"
@@ -53,6 +54,12 @@ void CanaryManager::Impl::CheckHostInput(const ForwardBatch& batch,
   if (host.req_pool_indices.size() != host.prefix_lens.size()) {
     ThrowError("kv-canary: host req_pool_indices has ", host.req_pool_indices.size(),
                " rows but prefix_lens has ", host.prefix_lens.size());
+  }
+  // The host input is the unpadded batch: no more rows than the device batch, whose per-row
+  // buffers (the token pool's valid lengths among them) hold batch_size rows at most.
+  if (static_cast<int64_t>(host.req_pool_indices.size()) > batch.batch_size) {
+    ThrowError("kv-canary: host req_pool_indices has ", host.req_pool_indices.size(),
+               " rows, more than the forward's batch_size=", batch.batch_size);
   }
   CheckHostBlocks(table, args_.pool_slot_count, host);
   if (config_.enable_verify_token_assert && !host.req_all_ids_lens.empty()) CheckTokenLists(host);
@@ -288,6 +295,10 @@ void CanaryManager::Impl::LaunchEndpoints(int inner, Stage stage) {
 
 void CanaryManager::Impl::EndStep() {
   if (!step_.in_step) ThrowError("kv-canary: end_step called without begin_step");
+  // Every forward's phase first: a refused end_step leaves the step as it was, to be ended.
+  for (int i = 0; i < step_.num_forwards; ++i) {
+    CheckTransition(forwards_[i], Phase::kAfterPostMaybeIn, Phase::kIdle);
+  }
   step_.in_step = false;
   for (int i = 0; i < step_.num_forwards; ++i) {
     ForwardState& forward = forwards_[i];
@@ -297,7 +308,14 @@ void CanaryManager::Impl::EndStep() {
   }
   // After TAIL stored the fingerprints: the next step's TAIL must catch this flip.
   if (perturber_) perturber_->AfterForward();
-  MaybeSweep();
+  // The sweep walks the engine's radix view: if the view throws, the step still ends (its count,
+  // report and checks) before the error reaches the engine.
+  std::exception_ptr sweep_error;
+  try {
+    MaybeSweep();
+  } catch (...) {
+    sweep_error = std::current_exception();
+  }
   if (config_.on_violation == OnViolation::kQuarantine) RecordStepForQuarantine();
   step_.outer += 1;
   PumpViolations();
@@ -305,6 +323,7 @@ void CanaryManager::Impl::EndStep() {
   CheckHealth();
   LogStats();
   ReportSwaDivergence();
+  if (sweep_error) std::rethrow_exception(sweep_error);
 }
 
 void CanaryManager::Impl::Jitter(JitterPoint point, bool launch) {

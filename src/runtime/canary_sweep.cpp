@@ -21,7 +21,8 @@ void CanaryManager::Impl::MaybeSweep() {
   sweep_.last_step = step;
   if (sweep_.radix == nullptr) return;
 
-  VerifyWalk(WalkRadix(*sweep_.radix));
+  VerifyWalk(WalkRadix(*sweep_.radix, /*unlocked_only=*/false, /*swa_resident_only=*/false,
+                       table_.max_seq_len));
   sweep_.passes += 1;
   health_.sweep_since_stage = true;
   Log(LogLevel::kInfo, FormatSweepLine(sweep_.passes, step));

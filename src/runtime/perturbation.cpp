@@ -306,7 +306,7 @@ void Perturber::PerturbRealKvUnusedCache(int64_t step) {
   if (group < 0) return;
   const bool swa = host_.Groups()[group].spec.kind == GroupKind::kSwa;
   const RadixWalk walk = WalkRadix(*host_.Radix(), /*unlocked_only=*/true,
-                                   /*swa_resident_only=*/swa);
+                                   /*swa_resident_only=*/swa, host_.InstalledTable().max_seq_len);
   std::vector<int64_t> candidates;
   for (int64_t i = 0; i < walk.size(); ++i) {
     if (walk.slot_indices[i] >= 1) candidates.push_back(i);

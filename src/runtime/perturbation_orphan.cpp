@@ -20,7 +20,7 @@ std::vector<Perturber::CachedSlot> Perturber::OrphanSlots(const ForwardState& fo
   for (const ActiveEntry& entry : CollectActive(forward)) in_batch.insert(entry.slot);
   for (const int64_t slot : WrittenSlots(forward)) in_batch.insert(slot);
   const RadixWalk walk = WalkRadix(*host_.Radix(), /*unlocked_only=*/true,
-                                   /*swa_resident_only=*/swa);
+                                   /*swa_resident_only=*/swa, host_.InstalledTable().max_seq_len);
   std::vector<CachedSlot> orphans;
   for (int64_t i = 0; i < walk.size(); ++i) {
     const int64_t slot = walk.slot_indices[i];

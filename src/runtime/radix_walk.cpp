@@ -1,7 +1,11 @@
 #include "kvcanary/runtime/radix_view.h"
 
 #include <cstddef>
+#include <unordered_set>
 #include <vector>
+
+#include "kvcanary/checked.h"
+#include "kvcanary/error.h"
 
 namespace kvcanary::runtime {
 namespace {
@@ -23,15 +27,26 @@ void PushChildren(const std::vector<RadixView::NodeId>& children, int64_t depth,
 
 }  // namespace
 
-RadixWalk WalkRadix(const RadixView& view, bool unlocked_only, bool swa_resident_only) {
+RadixWalk WalkRadix(const RadixView& view, bool unlocked_only, bool swa_resident_only,
+                    int64_t max_depth) {
   RadixWalk walk;
   // An explicit stack, not recursion: a long single-child chain (one node per cached chunk of a
   // long prompt) must not exhaust the thread's stack.
   std::vector<PendingNode> stack;
+  std::unordered_set<RadixView::NodeId> visited{view.Root()};
   PushChildren(view.Children(view.Root()), /*depth=*/0, /*chain_slot=*/-1, stack);
   while (!stack.empty()) {
     const PendingNode pending = stack.back();
     stack.pop_back();
+    if (!visited.insert(pending.node).second) {
+      ThrowError("kv-canary: the radix view reaches node ", pending.node,
+                 " twice (a cycle, or a node under two parents): not a tree, not walked");
+    }
+    const int64_t key_length = view.KeyLength(pending.node);
+    if (key_length < 0 || pending.depth > max_depth) {
+      ThrowError("kv-canary: radix node ", pending.node, " has key_length ", key_length,
+                 " at depth ", pending.depth, "; a prefix lies within [0, ", max_depth, "]");
+    }
     const std::vector<int64_t> slots = view.DeviceSlots(pending.node);
     // A unified SWA cache locks its SWA component separately; a residency-filtered walk asks for
     // that lock.
@@ -48,7 +63,7 @@ RadixWalk WalkRadix(const RadixView& view, bool unlocked_only, bool swa_resident
     // chain check of that one entry is disabled (0) rather than pointed at a slot that does not
     // precede it (R5 in docs/ARCHITECTURE.md).
     const int64_t next_chain_slot = slots.empty() ? 0 : slots.back();
-    PushChildren(view.Children(pending.node), pending.depth + view.KeyLength(pending.node),
+    PushChildren(view.Children(pending.node), SaturatingAdd(pending.depth, key_length),
                  next_chain_slot, stack);
   }
   return walk;

@@ -136,13 +136,9 @@ void CanaryManager::Impl::ReportSwaDivergence() {
   if (full == nullptr || swa == nullptr) return;  // nothing to compare without both groups
   // The last inner forward holds the longest rows of the step.
   const ForwardState& forward = forwards_[step_.num_forwards - 1];
-  std::vector<TableRowSpan> spans;
-  for (size_t r = 0; r < forward.host.req_pool_indices.size(); ++r) {
-    spans.push_back({forward.host.req_pool_indices[r],
-                     forward.host.prefix_lens[r] + forward.host.extend_seq_lens[r]});
-  }
+  const TokenTable table = ForwardTokenTable(table_, forward.batch);
   const std::vector<std::vector<int64_t>> row_slots =
-      ReadTableSlots(ForwardTokenTable(table_, forward.batch), spans, stream_);
+      ReadTableSlots(table, LiveRowSpans(table, forward.host), stream_);
   const SlotRange fulls =
       FullSlotRange(row_slots, std::min(swa->spec.full_to_swa.length(), full->spec.num_slots));
   const HostSlice lut = EnqueueSlice(swa->spec.full_to_swa.data(), 1, fulls, device_, stream_);

@@ -154,6 +154,19 @@ int64_t EntryAt(const std::vector<char>& bytes, int64_t column, int64_t item) {
 
 }  // namespace
 
+std::vector<TableRowSpan> LiveRowSpans(const TokenTable& table, const ForwardHostInput& host) {
+  const size_t rows = std::min(
+      {host.req_pool_indices.size(), host.prefix_lens.size(), host.extend_seq_lens.size()});
+  std::vector<TableRowSpan> spans;
+  for (size_t r = 0; r < rows; ++r) {
+    const int64_t row = host.req_pool_indices[r];
+    if (row == kReqPoolIdxPadding || row < 0 || row >= table.rows) continue;
+    const int64_t length = SaturatingAdd(host.prefix_lens[r], host.extend_seq_lens[r]);
+    spans.push_back({row, std::clamp<int64_t>(length, 0, table.max_seq_len)});
+  }
+  return spans;
+}
+
 std::vector<std::vector<int64_t>> ReadTableSlots(const TokenTable& table,
                                                  const std::vector<TableRowSpan>& spans,
                                                  StreamHandle stream) {

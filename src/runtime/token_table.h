@@ -45,6 +45,12 @@ struct TableRowSpan {
   int64_t length = 0;
 };
 
+// A forward's live rows as spans of `table`: the rows its host columns (req_pool_indices,
+// prefix_lens, extend_seq_lens) have in common, padding and rows outside the table skipped, each
+// length prefix_len + extend_len clamped to [0, the table's max_seq_len]. An engine's bad host
+// input is never read past the table.
+std::vector<TableRowSpan> LiveRowSpans(const TokenTable& table, const ForwardHostInput& host);
+
 // For each span, the full-pool slot of each of its positions as `table` holds it (a block
 // table's entry is a block: slot = block x block_size + position % block_size), read from the
 // table's device on `stream`: one copy per row (per entry when a row is not contiguous) and one

@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "kvcanary/runtime/radix_view.h"
+#include "runtime/error_message.h"
 
 namespace kvcanary::runtime {
 namespace {
@@ -147,6 +148,28 @@ TEST(RadixWalk, DeepChainDoesNotRecurse) {
   ASSERT_EQ(walk.size(), kDepth);
   EXPECT_EQ(walk.positions.back(), kDepth - 1);
   EXPECT_EQ(walk.prev_slot_indices.back(), kDepth - 1);
+}
+
+// A view that is not a tree of prefixes is refused, not walked without end: a node under two
+// parents, a negative key length, a node deeper than the table.
+TEST(RadixWalk, AViewThatIsNotATreeOfPrefixesIsRefused) {
+  TestRadix shared;
+  const auto a = shared.Add(0, {1, 2});
+  const auto b = shared.Add(0, {3});
+  shared.node(b).children.push_back(a);
+  EXPECT_EQ(ErrorMessage([&] { WalkRadix(shared); }),
+            "kv-canary: the radix view reaches node 1 twice (a cycle, or a node under two "
+            "parents): not a tree, not walked");
+  TestRadix negative;
+  negative.AddHostOnly(0, -5);
+  EXPECT_EQ(ErrorMessage([&] { WalkRadix(negative); }),
+            "kv-canary: radix node 1 has key_length -5 at depth 0; a prefix lies within [0, "
+            "9223372036854775807]");
+  TestRadix deep;
+  deep.Add(deep.Add(0, {1, 2, 3}), {4, 5});
+  EXPECT_EQ(WalkRadix(deep, false, false, /*max_depth=*/3).size(), 5);
+  EXPECT_EQ(ErrorMessage([&] { WalkRadix(deep, false, false, /*max_depth=*/2); }),
+            "kv-canary: radix node 2 has key_length 2 at depth 3; a prefix lies within [0, 2]");
 }
 
 // SGLang's LUT-translation vector of a walk.

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <climits>
 #include <vector>
 
 namespace kvcanary::runtime {
@@ -40,8 +41,11 @@ struct RadixWalk {
 // (v[j], d + j, j == 0 ? p : v[j-1]); its children start at depth d + key_len with chain slot
 // v[m-1], or 0 after a slot-less node (R5). Skipped nodes (locked with `unlocked_only`,
 // non-resident with `swa_resident_only`) emit nothing but still advance depth and chain.
+// A view that is not a tree of prefixes is refused with a kv-canary error, never walked without
+// end: a node reached twice (a cycle, or a node under two parents), a negative key length, or a
+// node deeper than `max_depth` (the runtime passes its table's max_seq_len_per_req).
 RadixWalk WalkRadix(const RadixView& view, bool unlocked_only = false,
-                    bool swa_resident_only = false);
+                    bool swa_resident_only = false, int64_t max_depth = INT64_MAX);
 
 // The walk of one sequence's slots: slot i at position i, its predecessor the slot before (-1 for
 // position 0), every chain checked.
