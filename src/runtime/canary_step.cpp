@@ -105,12 +105,18 @@ void CanaryManager::Impl::BeginStep(const StepInput& input) {
     CheckForwardInput(forwards_[i], input.forwards[i], input.host[i]);
   }
   step_.num_forwards = static_cast<int>(count);
-  for (size_t i = 0; i < count; ++i) StartForward(forwards_[i], input.forwards[i], input.host[i]);
-  // The step's jitter ticks reach the device before any of its launches read them.
-  if (jitter_) jitter_->StageStep(stream_);
-  // Perturbations land before the HEAD split verification reads the prefix.
-  if (perturber_) perturber_->BeforeForward();
-  RunHeadSplitVerify();
+  try {
+    for (size_t i = 0; i < count; ++i) StartForward(forwards_[i], input.forwards[i], input.host[i]);
+    // The step's jitter ticks reach the device before any of its launches read them.
+    if (jitter_) jitter_->StageStep(stream_);
+    // Perturbations land before the HEAD split verification reads the prefix.
+    if (perturber_) perturber_->BeforeForward();
+    RunHeadSplitVerify();
+  } catch (...) {
+    // An op refused past the checks above (a split range's call): no forward began.
+    for (size_t i = 0; i < count; ++i) forwards_[i].phase = Phase::kIdle;
+    throw;
+  }
   step_.in_step = true;
 }
 
@@ -203,9 +209,12 @@ PlanArgs CanaryManager::Impl::PlanArgsOf(const ForwardState& forward, size_t gro
   return plan;
 }
 
+// PreForward and PostForward move the phase after their launches: an op that refuses the batch
+// (a column shorter than batch_size, a wrong dtype) leaves the forward where it was, so EndStep
+// cannot accept a step whose HEAD or TAIL did not run; AbandonStep starts over.
 void CanaryManager::Impl::PreForward(int inner) {
   ForwardState& forward = ForwardAt(inner);
-  Transition(forward, Phase::kAfterPreOut, Phase::kAfterPreMaybeIn);
+  CheckTransition(forward, Phase::kAfterPreOut, Phase::kAfterPreMaybeIn);
   Jitter(JitterPoint::kPreHead);
   const ForwardBatch& batch = forward.batch;
   for (size_t g = 0; g < groups_.size(); ++g) {
@@ -224,11 +233,12 @@ void CanaryManager::Impl::PreForward(int inner) {
   }
   LaunchEndpoints(inner, Stage::kHead);
   Jitter(JitterPoint::kPostHead);
+  forward.phase = Phase::kAfterPreMaybeIn;
 }
 
 void CanaryManager::Impl::PostForward(int inner) {
   ForwardState& forward = ForwardAt(inner);
-  Transition(forward, Phase::kAfterPreMaybeIn, Phase::kAfterPostMaybeIn);
+  CheckTransition(forward, Phase::kAfterPreMaybeIn, Phase::kAfterPostMaybeIn);
   Jitter(JitterPoint::kPostAttn);  // the model has run: no finer hook than this one
   LaunchEndpoints(inner, Stage::kTail);
   Jitter(JitterPoint::kPostTail);
@@ -237,6 +247,7 @@ void CanaryManager::Impl::PostForward(int inner) {
     CopyBytesAsync(forward.snapshot_enable.data_as<char>() + 4 * g,
                    forward.groups[g].verify_plan.enable.data(), 4, device_, stream_);
   }
+  forward.phase = Phase::kAfterPostMaybeIn;
 }
 
 std::optional<LaunchContext> CanaryManager::Impl::PairedContextOf(size_t group, Stage stage) const {

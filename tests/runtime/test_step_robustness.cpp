@@ -76,6 +76,29 @@ TEST(StepRobustness, ARefusedEndStepLeavesTheStepToBeEnded) {
   EXPECT_EQ(engine.canary->outer_step(), 2);
 }
 
+// A PreForward whose ops refuse the batch (an input_ids column shorter than the tokens) leaves the
+// forward's phase where it was: no TAIL and no end of a step whose HEAD did not run, so no false
+// report follows. AbandonStep starts over.
+TEST(StepRobustness, ARefusedPreForwardLeavesThePhaseAndAbandonStartsOver) {
+  FakeEngine engine(LogOptions());
+  engine.AddRequest(3);
+  engine.Step();
+  const testing::PreparedStep step = engine.PrepareStep();
+  StepInput bad = step.input;
+  const TensorView& ids = bad.forwards[0].input_ids;
+  bad.forwards[0].input_ids = TensorView(ids.data(), ids.dtype(), ids.device(), {0});
+  engine.canary->BeginStep(bad);
+  EXPECT_THROW(engine.canary->PreForward(0), Error);
+  EXPECT_THROW(engine.canary->PostForward(0), Error);
+  EXPECT_THROW(engine.canary->EndStep(), Error);
+  engine.canary->AbandonStep();
+  RunPrepared(engine, step);
+  engine.Step();
+  engine.Step();
+  EXPECT_EQ(engine.canary->outer_step(), 4);
+  EXPECT_FALSE(engine.log.Contains("kv_canary violation:"));
+}
+
 TEST(StepRobustness, AThrowingListenerCostsNoRowItsReport) {
   FakeEngine engine(LogOptions());
   int calls = 0;

@@ -231,8 +231,8 @@ struct StoreLoadResult {
 // Invariants:
 // - Every device buffer is allocated at install, sized by the capacities; a step allocates none.
 // - Each inner forward moves idle -> BeginStep -> PreForward -> PostForward -> EndStep -> idle;
-//   a call out of order throws and leaves the phase as it was. AbandonStep returns every forward
-//   to idle.
+//   a call out of order, or one whose ops refuse the batch, throws and leaves the phase as it was.
+//   AbandonStep returns every forward to idle.
 // - Violation rows are read one step late through pinned staging (never a synchronisation on the
 //   hot path); rows beyond the ring's capacity are counted, not stored.
 // - Only the perturber (testing only) changes KV bytes or req_to_token; the runtime otherwise
