@@ -1,11 +1,10 @@
-#include "kvcanary/runtime/radix_view.h"
-
 #include <cstddef>
 #include <unordered_set>
 #include <vector>
 
 #include "kvcanary/checked.h"
 #include "kvcanary/error.h"
+#include "kvcanary/runtime/radix_view.h"
 
 namespace kvcanary::runtime {
 namespace {

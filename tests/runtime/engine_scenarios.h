@@ -20,6 +20,18 @@ inline testing::FakeEngineOptions LogOptions(RealKvHashMode real_data = RealKvHa
   return options;
 }
 
+// Two requests of 10 tokens, three steps, then position 4 of the first pointed at a live slot of
+// the second and two more steps: HEAD and TAIL see it in the first, the pump reports it in the
+// second.
+inline void RunIntoARemappedPrefixEntry(testing::FakeEngine& engine) {
+  const int64_t row = engine.AddRequest(10);
+  engine.AddRequest(10);
+  for (int i = 0; i < 3; ++i) engine.Step();
+  engine.SetSlot(row, 4, engine.SlotOf(2, 6));
+  engine.Step();
+  engine.Step();
+}
+
 // LogOptions with plans of 16 verify entries, 8 write requests and 256 write entries: the prefix
 // of FillPastThePlanCapacity's batch does not fit them.
 inline testing::FakeEngineOptions SmallPlanOptions() {

@@ -87,12 +87,7 @@ inline void CompressedStep(FakeEngine& engine, FakeCompressedPool& pool) {
   const PreparedStep step = engine.PrepareStep();
   pool.Compress(step);
   pool.Upload(engine.stream());
-  engine.canary->BeginStep(step.input);
-  engine.canary->PreForward(0);
-  engine.WriteKv(step);
-  engine.UploadKvRows(step);
-  engine.canary->PostForward(0);
-  engine.canary->EndStep();
+  engine.RunStep(step);
 }
 
 }  // namespace kvcanary::runtime::testing

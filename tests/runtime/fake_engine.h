@@ -240,8 +240,9 @@ class FakeEngine {
   }
 
   // One eager step: the four phases around the model's KV write.
-  void Step(int64_t padded_bs = 0) {
-    const PreparedStep step = PrepareStep(padded_bs);
+  void Step(int64_t padded_bs = 0) { RunStep(PrepareStep(padded_bs)); }
+  // The four phases of a prepared step.
+  void RunStep(const PreparedStep& step) {
     canary->BeginStep(step.input);
     canary->PreForward(0);
     WriteKv(step);

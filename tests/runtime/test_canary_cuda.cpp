@@ -51,15 +51,7 @@ TEST(CanaryCuda, CleanRunReportsNothingAndCountsLikeTheCpu) {
 
 TEST(CanaryCuda, RemappedPrefixEntryMatchesTheCpu) {
   KVC_SKIP_WITHOUT_CUDA();
-  const Report cuda = RunBothAndCompare(LogOptions(), [](FakeEngine& engine) {
-    const int64_t row = engine.AddRequest(10);
-    engine.AddRequest(10);
-    for (int i = 0; i < 3; ++i) engine.Step();
-    // Position 4 of request 1 now points at a live slot of request 2.
-    engine.SetSlot(row, 4, engine.SlotOf(2, 6));
-    engine.Step();
-    engine.Step();
-  });
+  const Report cuda = RunBothAndCompare(LogOptions(), RunIntoARemappedPrefixEntry);
   ASSERT_FALSE(cuda.rows.empty());
   EXPECT_EQ(cuda.rows.front()[0], 5) << "reported one step late";
   EXPECT_TRUE(HasRow(cuda, Tag(CanaryLaunchTag::kHeadKFull), FailReason::kVerifyPositionMismatch));

@@ -19,26 +19,6 @@ namespace {
 using testing::FakeEngine;
 using testing::FakeEngineOptions;
 
-// Runs a prepared step's four phases.
-void RunPrepared(FakeEngine& engine, const testing::PreparedStep& step) {
-  engine.canary->BeginStep(step.input);
-  engine.canary->PreForward(0);
-  engine.WriteKv(step);
-  engine.UploadKvRows(step);
-  engine.canary->PostForward(0);
-  engine.canary->EndStep();
-}
-
-// Three requests decoding, then a remapped prefix entry: rows to report in the step after next.
-void RunIntoAViolation(FakeEngine& engine) {
-  const int64_t row = engine.AddRequest(10);
-  engine.AddRequest(10);
-  for (int i = 0; i < 3; ++i) engine.Step();
-  engine.SetSlot(row, 4, engine.SlotOf(2, 6));
-  engine.Step();
-  engine.Step();
-}
-
 // The host input is the unpadded batch; more rows than the device batch would be copied past the
 // per-row buffers (the token pool's valid lengths).
 TEST(StepRobustness, HostRowsPastTheBatchAreRefusedAndChangeNothing) {
@@ -53,7 +33,7 @@ TEST(StepRobustness, HostRowsPastTheBatchAreRefusedAndChangeNothing) {
   bad.host[0].extend_seq_lens.push_back(0);
   EXPECT_EQ(ErrorMessage([&] { engine.canary->BeginStep(bad); }),
             "kv-canary: host req_pool_indices has 3 rows, more than the forward's batch_size=2");
-  RunPrepared(engine, step);  // nothing began: the step runs as it would have
+  engine.RunStep(step);  // nothing began: the step runs as it would have
   engine.Step();
   EXPECT_EQ(engine.canary->outer_step(), 3);
   EXPECT_FALSE(engine.log.Contains("kv_canary violation:"));
@@ -92,7 +72,7 @@ TEST(StepRobustness, ARefusedPreForwardLeavesThePhaseAndAbandonStartsOver) {
   EXPECT_THROW(engine.canary->PostForward(0), Error);
   EXPECT_THROW(engine.canary->EndStep(), Error);
   engine.canary->AbandonStep();
-  RunPrepared(engine, step);
+  engine.RunStep(step);
   engine.Step();
   engine.Step();
   EXPECT_EQ(engine.canary->outer_step(), 4);
@@ -106,7 +86,7 @@ TEST(StepRobustness, AThrowingListenerCostsNoRowItsReport) {
     calls += 1;
     throw std::runtime_error("listener bug");
   });
-  RunIntoAViolation(engine);
+  RunIntoARemappedPrefixEntry(engine);
   ASSERT_GT(calls, 1);
   EXPECT_TRUE(engine.log.Contains("ERROR kv-canary: the violation listener threw: listener bug"));
   int reported = 0;
@@ -119,7 +99,7 @@ TEST(StepRobustness, AThrowingListenerCostsNoRowItsReport) {
 TEST(StepRobustness, AThrowingLogSinkNeverBreaksTheStep) {
   FakeEngine engine(LogOptions());
   engine.log.throws = true;
-  EXPECT_NO_THROW(RunIntoAViolation(engine));
+  EXPECT_NO_THROW(RunIntoARemappedPrefixEntry(engine));
   EXPECT_TRUE(engine.log.Contains("kv_canary violation:"));  // offered to the sink first
   EXPECT_EQ(engine.canary->outer_step(), 5);
 }
@@ -138,7 +118,7 @@ TEST(StepRobustness, TheSwaDivergenceReportReadsOnlyInsideTheTable) {
   ForwardHostInput& host = step.input.host[0];
   host.req_pool_indices[1] = int64_t{1} << 40;  // past the table's rows: skipped
   host.extend_seq_lens[0] = int64_t{1} << 62;   // past the row: clamped to its width
-  RunPrepared(engine, step);
+  engine.RunStep(step);
   EXPECT_TRUE(engine.log.Contains("swa divergence: step=2 rows=1 "));
 }
 

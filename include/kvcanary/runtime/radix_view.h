@@ -2,8 +2,8 @@
 // runtime can sweep the records of cached prefixes that no running request reads.
 #pragma once
 
-#include <cstdint>
 #include <climits>
+#include <cstdint>
 #include <vector>
 
 namespace kvcanary::runtime {
