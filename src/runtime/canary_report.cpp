@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cstring>
 #include <numeric>
+#include <optional>
+#include <string>
 
 #include "kvcanary/error.h"
 #include "runtime/canary_impl.h"
@@ -16,6 +18,20 @@ namespace {
 constexpr int64_t kStatsSlotOffset = 0;
 constexpr int64_t kStatsKernelOffset = 8 * kNumLaunchTags;
 constexpr int64_t kStatsWriteIndexOffset = 16 * kNumLaunchTags;
+
+// Runs one of the engine's callbacks (its log sink, its listener) and returns what it threw, if it
+// threw: a callback's failure is reported, never let through to break the step.
+template <typename Call>
+std::optional<std::string> ThrownBy(Call&& call) {
+  try {
+    call();
+  } catch (const std::exception& error) {
+    return error.what();
+  } catch (...) {
+    return "an exception of unknown type";
+  }
+  return std::nullopt;
+}
 
 }  // namespace
 
@@ -108,24 +124,16 @@ void CanaryManager::Impl::ReportNewRows(int64_t /*staged_write_index*/) {
 }
 
 void CanaryManager::Impl::Log(LogLevel level, const std::string& message) const {
-  try {
-    log_->Log(level, message);
-  } catch (const std::exception& error) {
-    StderrLogSink().Log(level, message + " (the engine's log sink threw: " + error.what() + ")");
-  } catch (...) {
-    StderrLogSink().Log(level, message + " (the engine's log sink threw)");
+  if (const auto error = ThrownBy([&] { log_->Log(level, message); })) {
+    StderrLogSink().Log(level, message + " (the engine's log sink threw: " + *error + ")");
   }
 }
 
 void CanaryManager::Impl::NotifyListener(const ViolationRow& row) {
   if (!reporter_.listener) return;
   // A listener that throws must not cost the rows after it their report (or the step its end).
-  try {
-    reporter_.listener(row, step_.outer);
-  } catch (const std::exception& error) {
-    Log(LogLevel::kError, std::string("kv-canary: the violation listener threw: ") + error.what());
-  } catch (...) {
-    Log(LogLevel::kError, "kv-canary: the violation listener threw");
+  if (const auto error = ThrownBy([&] { reporter_.listener(row, step_.outer); })) {
+    Log(LogLevel::kError, "kv-canary: the violation listener threw: " + *error);
   }
 }
 

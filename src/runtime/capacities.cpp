@@ -16,9 +16,7 @@ void CheckPositive(const char* name, int64_t value) {
 
 // A count an op's plan can hold: [1, kMaxDeviceCount].
 void CheckCount(const char* name, int64_t value) {
-  if (value < 1 || value > kMaxDeviceCount) {
-    ThrowError("kv-canary: ", name, " must be in [1, ", kMaxDeviceCount, "], got ", value);
-  }
+  CheckInRange<int64_t>(name, value, 1, kMaxDeviceCount);
 }
 
 void CheckNonNegative(const char* name, int64_t value) {

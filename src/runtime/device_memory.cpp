@@ -27,6 +27,13 @@ constexpr int64_t kAlignment = 256;
 // inside the engine's process.
 constexpr int64_t kMappedBytes = int64_t{1} << 20;
 
+// A buffer's size rounded up to kAlignment. The constructor refuses a size whose rounding would
+// pass int64, so the same call in Release (noexcept through the destructor) cannot throw.
+int64_t RoundedBytes(int64_t bytes) {
+  return CheckedAdd("buffer size rounded to 256 bytes", bytes, kAlignment - 1) / kAlignment *
+         kAlignment;
+}
+
 bool IsMapped(int64_t rounded) { return rounded >= kMappedBytes; }
 
 // Frees unpinned host memory of `rounded` bytes as Allocate got it.
@@ -73,9 +80,7 @@ class CurrentDevice {
 DeviceBuffer::DeviceBuffer(Device device, int64_t bytes, bool pinned)
     : bytes_(bytes), device_(device), pinned_(pinned && !IsCuda(device)) {
   if (bytes < 0) ThrowError("kv-canary: buffer size must be non-negative, got ", bytes);
-  const int64_t rounded =
-      CheckedAdd("buffer size rounded to 256 bytes", bytes, kAlignment - 1) / kAlignment *
-      kAlignment;
+  const int64_t rounded = RoundedBytes(bytes);
   if (rounded == 0) return;
   data_ = Allocate(rounded);
   live_buffers.fetch_add(1, std::memory_order_relaxed);
@@ -136,8 +141,7 @@ DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& other) noexcept {
 
 void DeviceBuffer::Release() {
   if (data_ == nullptr) return;
-  // The constructor checked that this rounding stays within int64.
-  const int64_t rounded = (bytes_ + kAlignment - 1) / kAlignment * kAlignment;
+  const int64_t rounded = RoundedBytes(bytes_);
 #ifdef KVC_HAVE_CUDA
   if (IsCuda(device_)) {
     cudaFree(data_);
